@@ -1,0 +1,32 @@
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+SPACE ?= spaces/default.yaml
+
+.PHONY: sweep test venv validate bench fit clean
+
+$(BIN)/dse: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(BIN)/dse
+
+venv: $(BIN)/dse
+
+sweep: venv
+	$(BIN)/dse sweep $(SPACE)
+
+test: venv
+	$(BIN)/python -m pytest
+
+validate: venv
+	$(BIN)/dse validate
+
+fit: venv
+	$(BIN)/python -m objectives.fit
+
+bench: venv
+	$(BIN)/python benchmarks/model_throughput.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""Subcommands of the `dse` console script."""

@@ -1,0 +1,77 @@
+"""Alpha-beta costs of NCCL-style collectives over a two-tier network, vectorized.
+
+A communication group of ``group`` ranks placed ``stride`` ranks apart (tp innermost with stride 1, then
+cp, ep/dp, pp outermost; DESIGN.md) has ``g_in = clip(scaleup_size / stride, 1, group)`` members inside
+one scale-up domain (NVLink) and ``g_out = group / g_in`` domains. Collectives run hierarchically
+(reduce-scatter inside the domain, then across domains on every GPU's own NIC in parallel, rail-optimized;
+then all-gather inside), the ring bandwidth terms of Thakur et al. (2005) and Patarasuk & Yuan (2009):
+
+    all-reduce of n bytes:  2(g_in-1)/g_in * n/B_up + 2(g_out-1)/g_out * (n/g_in)/B_out
+    reduce-scatter or all-gather: half of that.
+
+Latency uses a tree depth, 2*ceil(log2 g) hops of alpha per tier, as NCCL picks tree or NVLS-tree
+algorithms once rings get long (NCCL tuning model, hardware-catalog S28). Bandwidths are bytes/s per GPU
+per direction; ``B_out`` already carries the NIC efficiency and any oversubscription.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Tiers", "split_tiers", "all_reduce_s", "reduce_scatter_s", "all_gather_s", "all_to_all_s", "p2p_s"]
+
+
+class Tiers:
+    """Per-row bandwidths (bytes/s) and latencies (s) of the scale-up and scale-out tiers."""
+
+    __slots__ = ("size", "bw_up", "bw_out", "lat_up", "lat_out")
+
+    def __init__(self, size, bw_up, bw_out, lat_up, lat_out):
+        self.size, self.bw_up, self.bw_out, self.lat_up, self.lat_out = size, bw_up, bw_out, lat_up, lat_out
+
+
+def split_tiers(group: np.ndarray, stride: np.ndarray, tiers: Tiers) -> tuple[np.ndarray, np.ndarray]:
+    """(g_in, g_out): members of a group inside one scale-up domain, and the number of domains it spans."""
+    g_in = np.clip(np.floor(tiers.size / stride), 1.0, group)
+    return g_in, group / g_in
+
+
+def _depth(g: np.ndarray) -> np.ndarray:
+    return np.ceil(np.log2(np.maximum(g, 1.0)))
+
+
+def all_reduce_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
+    """Hierarchical ring all-reduce time of ``nbytes`` per rank (0 for a group of one)."""
+    g_in, g_out = split_tiers(group, stride, tiers)
+    bw = 2.0 * (g_in - 1.0) / g_in * nbytes / tiers.bw_up + 2.0 * (g_out - 1.0) / g_out * (nbytes / g_in) / tiers.bw_out
+    lat = 2.0 * _depth(g_in) * tiers.lat_up + 2.0 * _depth(g_out) * tiers.lat_out
+    return bw + lat
+
+
+def reduce_scatter_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
+    """Reduce-scatter of ``nbytes`` per rank (input size): half an all-reduce."""
+    return 0.5 * all_reduce_s(nbytes, group, stride, tiers)
+
+
+all_gather_s = reduce_scatter_s  # all-gather to ``nbytes`` per rank costs the same as its reduce-scatter
+
+
+def all_to_all_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
+    """All-to-all where every rank sends ``nbytes`` spread evenly over the group.
+
+    The share for peers in other domains leaves on the rank's NIC while the in-domain share crosses
+    NVLink at the same time; the slower of the two sets the time.
+    """
+    g_in, g_out = split_tiers(group, stride, tiers)
+    inside = (g_in - 1.0) / group * nbytes / tiers.bw_up
+    outside = (group - g_in) / group * nbytes / tiers.bw_out
+    lat = (g_in > 1) * tiers.lat_up + (g_out > 1) * tiers.lat_out
+    return np.maximum(inside, outside) + lat * (group > 1)
+
+
+def p2p_s(nbytes, stride, tiers: Tiers) -> np.ndarray:
+    """Point-to-point send of ``nbytes`` to the neighbour ``stride`` ranks away (pipeline stages)."""
+    inside = stride < tiers.size
+    bw = np.where(inside, tiers.bw_up, tiers.bw_out)
+    lat = np.where(inside, tiers.lat_up, tiers.lat_out)
+    return nbytes / bw + lat

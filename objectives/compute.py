@@ -1,0 +1,103 @@
+"""Compute time of one micro-batch on one pipeline stage: a roofline per kernel class.
+
+- GEMMs (the linear layers, Narayanan et al. SC'21 Sec. 5.1) run at the GPU's *measured* achievable GEMM
+  rate at the run's precision (peak x MAMF efficiency, hardware-catalog Sec. 1.2), or at HBM bandwidth
+  where their weights and activations take longer to stream (a roofline, Williams et al. 2009).
+- The attention core runs as fused flash attention in 16-bit at ``attn_eff`` of the bf16 peak, causal so
+  half the s x s work (Dao 2023); its backward pass costs 2.5x the forward (five matmuls against two).
+- Element-wise work (norms, residual adds, activation functions, dropout, rotary, the cross-entropy over
+  fp32 logits) is bound by HBM bandwidth; sequence parallelism splits the h-wide part over tp ranks
+  (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
+- Each layer pass pays ``kernel_overhead_s`` of launch and synchronisation the roofline does not see.
+
+Backward costs 2x forward for GEMMs and element-wise work. Full recompute adds one forward; selective
+recompute re-runs only the attention core, which flash attention's backward already does (Korthikanti
+Sec. 4.2.2 with Dao 2023), so it adds nothing here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.base import Model
+
+__all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN"]
+
+#: 16-bit element reads+writes per token per layer forward for the h-wide element-wise kernels:
+#: 2 norms (r+w: 4), 2 residual adds (2r+1w: 6), 2 dropouts (r+w+mask: 5), rotary on q/k (1)
+ELEMENTWISE_BYTES_PER_TOKEN = {"h": 2.0 * 16.0, "f_gelu": 2.0 * 2.0, "f_swiglu": 2.0 * 3.0}
+BYTES_PER_ELEMENT = (2.0, 1.0, 0.5)  # bf16, fp8, fp4 GEMM operands
+
+
+class ComputeTime(Model):
+    requires = (
+        "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
+        "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
+        "params_ffn_active_layer", "layers_per_stage", "precision", "tp", "pp", "cp", "ep", "micro_batch", "recompute",
+        "sequence_parallel", "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops", "gpu_gemm_eff_bf16",
+        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_hbm_tbps",
+    )
+    provides = {
+        "gemm_flops_per_s": "FLOP/s; achievable GEMM rate at the run's precision (peak x measured efficiency)",
+        "peak_flops_per_s": "FLOP/s; dense peak at the run's precision (the MFU denominator)",
+        "time_layer_fwd_s": "s; one layer's forward pass for one micro-batch",
+        "time_layer_bwd_s": "s; one layer's backward pass (plus recompute) for one micro-batch",
+        "time_attn_fwd_s": "s; the attention core's forward in one layer for one micro-batch",
+        "time_logits_s": "s; output projection and cross-entropy, forward and backward, one micro-batch",
+        "time_compute_mb_s": "s; compute of one micro-batch on the slowest pipeline stage",
+        "con_precision": "1 where the GPU has no tensor cores for the precision (<= 0 supported)",
+    }
+
+    def compute(self, c, cal):
+        prec = c["precision"].astype(np.intp)
+        peak = np.choose(prec, (c["gpu_bf16_tflops"], c["gpu_fp8_tflops"], c["gpu_fp4_tflops"])) * 1e12
+        eff = np.choose(prec, (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
+        unsupported = ~(peak > 0) | ~(eff > 0)
+        gemm_rate = np.where(unsupported, c["gpu_bf16_tflops"] * 1e12 * c["gpu_gemm_eff_bf16"], peak * eff)
+        hbm = c["gpu_hbm_tbps"] * 1e12
+        bpe = np.choose(prec, BYTES_PER_ELEMENT)
+
+        t, h = c["tp"], c["d_model"]
+        tokens = c["micro_batch"] * c["seq_len"] / c["cp"]  # tokens one GPU processes per micro-batch
+        moe = c["moe_experts"] > 0
+        q = c["n_heads"] * c["d_head"]
+        kv = c["n_kv_heads"] * c["d_head"]
+        active = np.where(moe, c["moe_topk"], 1.0)
+        n_mats = 2.0 + c["ffn_kind"]
+
+        # linear layers: FLOPs of the active parameters; bytes = weights this GPU holds and streams once
+        # plus every GEMM's activation input and output (16-bit)
+        flops_mm = 2.0 * tokens * (c["params_attn_layer"] + c["params_ffn_active_layer"]) / t
+        weights_local = c["params_attn_layer"] + c["params_ffn_layer"] / np.where(moe, c["ep"], 1.0)
+        act_io = 2.0 * tokens * (2.0 * h + 2.0 * q + 2.0 * kv + active * (2.0 * h + n_mats * c["d_ff"]))
+        bytes_mm = (bpe * weights_local + act_io) / t
+        t_mm = np.maximum(flops_mm / gemm_rate, bytes_mm / hbm)
+
+        # attention core, causal: half of 4 * s * q FLOPs per token (Dao 2023)
+        flops_attn = 0.5 * 4.0 * tokens * c["seq_len"] * q / t
+        t_attn = flops_attn / (c["gpu_bf16_tflops"] * 1e12 * cal.attn_eff)
+
+        f_bytes = np.where(c["ffn_kind"] > 0, ELEMENTWISE_BYTES_PER_TOKEN["f_swiglu"], ELEMENTWISE_BYTES_PER_TOKEN["f_gelu"])
+        sp_split = np.where(c["sequence_parallel"] > 0, t, 1.0)
+        bytes_elem = tokens * (ELEMENTWISE_BYTES_PER_TOKEN["h"] * h / sp_split + f_bytes * c["d_ff"] * active / t)
+        t_elem = bytes_elem / hbm
+
+        fwd = t_mm + t_attn + t_elem + cal.kernel_overhead_s
+        recompute = np.where(c["recompute"] == 2, fwd, 0.0)
+        bwd = 2.0 * (t_mm + t_elem + cal.kernel_overhead_s) + 2.5 * t_attn + recompute
+
+        # vocabulary projection (GEMM, 3 passes) and fp32 cross-entropy (read/write logits, 3 passes)
+        v_local = c["vocab_size"] / t
+        t_logits = 3.0 * np.maximum(2.0 * tokens * h * v_local / gemm_rate, bpe * h * v_local / hbm) \
+            + 3.0 * 8.0 * tokens * v_local / hbm
+
+        return {
+            "gemm_flops_per_s": gemm_rate,
+            "peak_flops_per_s": np.where(unsupported, np.nan, peak),
+            "time_layer_fwd_s": fwd,
+            "time_layer_bwd_s": bwd,
+            "time_attn_fwd_s": t_attn,
+            "time_logits_s": t_logits,
+            "time_compute_mb_s": c["layers_per_stage"] * (fwd + bwd) + t_logits,
+            "con_precision": unsupported.astype(np.float64),
+        }

@@ -1,0 +1,57 @@
+"""How a mapping lays the job out on the GPUs: derived degrees, micro-batches and divisibility.
+
+Megatron-LM orders its process groups tp (innermost, fastest varying), cp, dp, pp (outermost); experts are
+carved out of the dp x cp ranks (Narayanan et al., SC'21, Sec. 3; Megatron-Core parallel_state). A mapping
+is valid when every degree divides what it splits (layers excepted: a stage holds ceil(L / (pp*vp)) * vp
+layers, as Megatron's uneven first and last stages allow); each broken rule adds 1 to ``con_layout``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.base import Model
+
+__all__ = ["Layout"]
+
+
+def _divides(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """True where a > 0 divides b exactly (float columns holding integers)."""
+    q = b / a
+    return (a > 0) & (q == np.floor(q))
+
+
+class Layout(Model):
+    requires = (
+        "n_gpus", "tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch",
+        "n_layers", "n_heads", "n_kv_heads", "moe_experts", "seq_len",
+    )
+    provides = {
+        "dp": "count; data-parallel degree n_gpus / (tp*pp*cp)",
+        "layers_per_stage": "count; layers on the busiest pipeline stage, ceil(L / (pp*vp)) * vp",
+        "n_microbatches": "count; micro-batches per pipeline per step, global_batch / (dp*micro_batch)",
+        "con_layout": "count; broken divisibility rules (<= 0 valid)",
+    }
+
+    def compute(self, c, cal):
+        model_parallel = c["tp"] * c["pp"] * c["cp"]
+        dp = c["n_gpus"] / model_parallel
+        m = c["global_batch"] / (dp * c["micro_batch"])
+        moe = c["moe_experts"] > 0
+        rules = (
+            _divides(model_parallel, c["n_gpus"]),
+            _divides(dp * c["micro_batch"], c["global_batch"]),
+            c["pp"] * c["vp"] <= c["n_layers"],
+            _divides(c["tp"], c["n_heads"]),
+            _divides(c["tp"], c["n_kv_heads"]) | _divides(c["n_kv_heads"], c["tp"]),
+            _divides(2.0 * c["cp"], c["seq_len"]),  # context parallelism splits s into 2*cp chunks
+            (c["vp"] == 1) | (c["pp"] > 1),  # interleaving needs a pipeline
+            # experts: ep splits moe_experts and is carved out of dp*cp; dense models need ep = 1
+            np.where(moe, _divides(c["ep"], c["moe_experts"]) & _divides(c["ep"], dp * c["cp"]), c["ep"] == 1),
+        )
+        broken = np.zeros_like(dp)
+        for ok in rules:  # a handful of rules, each over whole columns
+            broken += ~ok
+        # Megatron lets the first and last stages hold fewer layers; the busiest stage sets the pace
+        layers = np.ceil(c["n_layers"] / (c["pp"] * c["vp"])) * c["vp"]
+        return {"dp": dp, "layers_per_stage": layers, "n_microbatches": m, "con_layout": broken}

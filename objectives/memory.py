@@ -1,0 +1,111 @@
+"""Memory per GPU: model states by ZeRO stage, activations by recompute policy, and the fit in HBM.
+
+Model states (Rajbhandari et al., SC'20, Sec. 3.1 and 5, mixed-precision Adam, K = 12): 2 bytes of
+16-bit weights, 2 of gradients and 12 of fp32 master weights, momentum and variance per parameter.
+Stage 1 (Megatron's distributed optimizer) shards the 12, stage 2 also the gradients, stage 3 also the
+weights, over the data-parallel group (dp x cp ranks in Megatron; dp x cp / ep for expert weights).
+
+Activations per layer and micro-batch (Korthikanti et al., MLSys'23, Sec. 4, Eq. 1-2 and Table 2) are
+34·s·b·h + 5·a·s²·b bytes without parallelism; with tensor parallelism t the 24·sbh of the attention and
+MLP interiors and the 5·a·s²·b scores divide by t, and with sequence parallelism the remaining 10·sbh
+(norms, inputs, dropout masks) do too. Written per term so that GQA, SwiGLU and d_ff != 4h follow:
+
+    attention interior: 2·q (Q) + 4·kv (K, V) + 2·q (context, input to O) bytes per token
+    MLP interior:       2·f·(2 for GELU in/out; 3 for SwiGLU gate, up, product) per active expert
+    replicated:         10·h (two norm inputs 4h, two block inputs 4h, two dropout masks 2h)
+    scores:             5·a·s per token (softmax 2, dropout mask 1, dropout output 2), dropped by
+                        selective recompute (Sec. 4.2.2)
+
+Full recompute keeps only each layer's 2·s·b·h input (divided by t with sequence parallelism) plus one
+layer's activations while it is recomputed. A pipeline stage holds L/p layers for min(p, m) micro-batches
+in flight under 1F1B, and L·(1 + (p-1)/(p·v)) layer-micro-batches under the interleaved schedule
+(Korthikanti Sec. 4.2.3). Context parallelism divides s by cp (Megatron-Core context parallelism).
+The output layer's fp32 logits, 4·s·b·V/t bytes, sit on the last stage.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.base import Model
+
+__all__ = ["Memory", "BYTES_PER_PARAM"]
+
+#: bytes per parameter (weights, gradients, optimizer states) before sharding, Rajbhandari et al. Sec. 3.1
+BYTES_PER_PARAM = {"weights": 2.0, "grads": 2.0, "optimizer": 12.0}
+
+
+class Memory(Model):
+    requires = (
+        "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
+        "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
+        "params_ffn_active_layer", "params_embedding", "layers_per_stage", "tp", "pp", "cp", "ep", "vp", "dp",
+        "micro_batch", "n_microbatches", "recompute", "sequence_parallel", "zero_stage", "gpu_hbm_gb",
+    )
+    provides = {
+        "params_per_gpu": "count; parameters held by the busiest GPU before ZeRO sharding",
+        "mem_weights_gb": "GB; 16-bit weights per GPU",
+        "mem_grads_gb": "GB; gradients per GPU",
+        "mem_optimizer_gb": "GB; fp32 master weights and Adam moments per GPU",
+        "mem_activations_gb": "GB; activations in flight on the first pipeline stage plus logits",
+        "hbm_used_gb": "GB; peak HBM per GPU",
+        "hbm_usable_gb": "GB; HBM a training process can use",
+        "con_memory": "GB; hbm_used_gb - hbm_usable_gb (<= 0 fits)",
+    }
+
+    def compute(self, c, cal):
+        t, p, v, cp = c["tp"], c["pp"], c["vp"], c["cp"]
+        h, layers = c["d_model"], c["layers_per_stage"]
+        moe = c["moe_experts"] > 0
+        # --- model states (Rajbhandari et al. Sec. 5) ---
+        router = np.where(moe, h * c["moe_experts"], 0.0)
+        expert_layer = np.where(moe, c["params_ffn_layer"] - router, 0.0)
+        dense_layer = c["params_attn_layer"] + 2.0 * h + c["params_ffn_layer"] - expert_layer
+        embed_stage = np.where(p > 1, c["vocab_size"] * h, c["params_embedding"])  # first/last stage holds one
+        dense = (layers * dense_layer + embed_stage) / t
+        expert = layers * expert_layer / (t * c["ep"])
+        shard_dense = c["dp"] * cp
+        shard_expert = c["dp"] * cp / c["ep"]
+        z = c["zero_stage"]
+
+        def state_bytes(per_param, from_stage):
+            return per_param * (dense / np.where(z >= from_stage, shard_dense, 1.0)
+                                + expert / np.where(z >= from_stage, shard_expert, 1.0))
+
+        weights = state_bytes(BYTES_PER_PARAM["weights"], 3)
+        grads = state_bytes(BYTES_PER_PARAM["grads"], 2)
+        optimizer = state_bytes(BYTES_PER_PARAM["optimizer"], 1)
+
+        # --- activations (Korthikanti et al. Sec. 4) ---
+        s_loc = c["seq_len"] / cp
+        sb = s_loc * c["micro_batch"]
+        q = c["n_heads"] * c["d_head"]
+        kv = c["n_kv_heads"] * c["d_head"]
+        active = np.where(moe, c["moe_topk"], 1.0)
+        mlp_interior = 2.0 * c["d_ff"] * (2.0 + c["ffn_kind"]) * active
+        interior = sb * (4.0 * q + 4.0 * kv + mlp_interior) / t
+        replicated = sb * 10.0 * h / np.where(c["sequence_parallel"] > 0, t, 1.0)
+        scores = 5.0 * c["n_heads"] * s_loc * c["seq_len"] * c["micro_batch"] / t
+        rc = c["recompute"]
+        layer = interior + replicated + np.where(rc == 0, scores, 0.0)
+        kept = np.where(rc == 2, 2.0 * sb * h / np.where(c["sequence_parallel"] > 0, t, 1.0), layer)
+        working = np.where(rc == 2, layer, 0.0)  # one layer re-materialized during full recompute
+        layers_in_flight = np.minimum(
+            layers * p * np.where(v > 1, 1.0 + (p - 1.0) / (p * v), 1.0),
+            layers * c["n_microbatches"],
+        )
+        logits = 4.0 * sb * c["vocab_size"] / t
+        activations = kept * layers_in_flight + working + logits
+
+        used = (weights + grads + optimizer + activations) / 1e9
+        usable = c["gpu_hbm_gb"] * cal.hbm_usable_frac - cal.hbm_reserved_gb
+        return {
+            "params_per_gpu": dense + expert,
+            "mem_weights_gb": weights / 1e9,
+            "mem_grads_gb": grads / 1e9,
+            "mem_optimizer_gb": optimizer / 1e9,
+            "mem_activations_gb": activations / 1e9,
+            "hbm_used_gb": used,
+            "hbm_usable_gb": usable,
+            "con_memory": used - usable,
+        }

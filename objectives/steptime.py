@@ -1,0 +1,83 @@
+"""Step time, throughput and utilisation: the pieces put on one critical path.
+
+With m micro-batches per pipeline, each taking t_mb on the slowest stage (compute plus exposed tp, cp
+and ep communication), 1F1B or interleaved pipelining costs m·t_mb plus a bubble of (p-1)/v·t_mb
+(Narayanan et al. SC'21, Sec. 2.2, bubble fraction (p-1)/(v·m)), plus pipeline sends, the exposed
+data-parallel traffic and the optimizer step. The optimizer (Adam) is bound by HBM bandwidth: it reads
+fp32 weights, both moments and gradients and writes weights, moments and 16-bit weights, about 28 bytes
+per parameter of the GPU's shard.
+
+MFU = model FLOPs per second per GPU / dense peak at the run's precision (Korthikanti et al. Sec. 6;
+Chowdhery et al. 2022, App. B); model FLOPs exclude recomputation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.base import Model
+
+__all__ = ["StepTime", "ADAM_BYTES_PER_PARAM"]
+
+ADAM_BYTES_PER_PARAM = 28.0
+SECONDS_PER_DAY = 86400.0
+
+
+class StepTime(Model):
+    requires = (
+        "n_gpus", "seq_len", "global_batch", "train_tokens", "pp", "vp", "dp", "cp", "zero_stage",
+        "n_microbatches", "params_per_gpu", "model_flops_per_token", "gpu_hbm_tbps", "peak_flops_per_s",
+        "time_compute_mb_s", "time_tp_comm_mb_s", "time_cp_comm_mb_s", "time_ep_comm_mb_s",
+        "time_pp_comm_mb_s", "time_dp_comm_exposed_s", "con_memory", "con_layout", "con_precision",
+    )
+    provides = {
+        "time_compute_s": "s; compute of every micro-batch on the slowest stage, per step",
+        "time_tp_comm_s": "s; exposed tensor-parallel communication per step",
+        "time_cp_comm_s": "s; exposed context-parallel communication per step",
+        "time_ep_comm_s": "s; expert-parallel all-to-all per step",
+        "time_pp_comm_s": "s; pipeline point-to-point sends per step",
+        "time_pp_bubble_s": "s; pipeline fill and drain per step",
+        "time_optimizer_s": "s; optimizer step",
+        "step_time_s": "s; one training step (sum of the time_*_s breakdown)",
+        "tokens_per_s": "tokens/s; whole job",
+        "tokens_per_s_per_gpu": "tokens/s; per GPU",
+        "model_tflops_per_gpu": "TFLOP/s; model FLOPs (recompute excluded) per GPU",
+        "mfu": "fraction; model FLOPs utilisation against dense peak at the run's precision",
+        "time_to_train_days": "days; train_tokens at this throughput (no failures; see goodput)",
+        "gpu_hours": "GPU-hours; n_gpus x time to train",
+        "feasible": "bool; every con_* <= 0",
+    }
+
+    def compute(self, c, cal):
+        m = c["n_microbatches"]
+        mb = c["time_compute_mb_s"]
+        tp, cp, ep = c["time_tp_comm_mb_s"], c["time_cp_comm_mb_s"], c["time_ep_comm_mb_s"]
+        t_mb = mb + tp + cp + ep
+        shard = np.where(c["zero_stage"] >= 1, c["dp"] * c["cp"], 1.0)
+        optimizer = ADAM_BYTES_PER_PARAM * c["params_per_gpu"] / shard / (c["gpu_hbm_tbps"] * 1e12)
+        bubble = (c["pp"] - 1.0) / c["vp"] * t_mb
+        pp_comm = m * c["time_pp_comm_mb_s"]
+        step = m * t_mb + bubble + pp_comm + c["time_dp_comm_exposed_s"] + optimizer
+        tokens = c["global_batch"] * c["seq_len"]
+        tps = tokens / step
+        tps_gpu = tps / c["n_gpus"]
+        model_tflops = c["model_flops_per_token"] * tps_gpu / 1e12
+        train_s = c["train_tokens"] / tps
+        feasible = (c["con_memory"] <= 0) & (c["con_layout"] <= 0) & (c["con_precision"] <= 0)
+        return {
+            "time_compute_s": m * mb,
+            "time_tp_comm_s": m * tp,
+            "time_cp_comm_s": m * cp,
+            "time_ep_comm_s": m * ep,
+            "time_pp_comm_s": pp_comm,
+            "time_pp_bubble_s": bubble,
+            "time_optimizer_s": optimizer,
+            "step_time_s": step,
+            "tokens_per_s": tps,
+            "tokens_per_s_per_gpu": tps_gpu,
+            "model_tflops_per_gpu": model_tflops,
+            "mfu": model_tflops * 1e12 / c["peak_flops_per_s"],
+            "time_to_train_days": train_s / SECONDS_PER_DAY,
+            "gpu_hours": c["n_gpus"] * train_s / 3600.0,
+            "feasible": feasible,
+        }

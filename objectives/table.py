@@ -1,0 +1,114 @@
+"""The design table: a mapping of column name -> 1-D numpy array, one row per design.
+
+Helpers here turn what a user or the engine hands in (scalars, lists, pandas columns) into equal-length
+arrays, and encode the few categorical columns as small integer codes once, at the boundary, so the models
+only ever see numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "Columns",
+    "InputError",
+    "CATEGORIES",
+    "n_rows",
+    "is_constant",
+    "as_columns",
+    "encode",
+    "decode",
+]
+
+Columns = dict[str, np.ndarray]
+
+# Categorical columns and their codes (index in the tuple). Models read the codes.
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "precision": ("bf16", "fp8", "fp4"),
+    "recompute": ("none", "selective", "full"),
+    "ffn_kind": ("gelu", "swiglu"),
+}
+_ALIASES = {
+    "precision": {"fp16": "bf16", "bfloat16": "bf16", "float8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"},
+    "recompute": {"no": "none", "false": "none", "true": "full"},
+    "ffn_kind": {"swiglu": "swiglu", "silu": "swiglu", "geglu": "swiglu", "gelu": "gelu", "relu": "gelu"},
+}
+
+
+class InputError(ValueError):
+    """Bad user input in a design table; ``row`` and ``column`` name the offending cell (row may be None)."""
+
+    def __init__(self, message: str, column: str | None = None, row: int | None = None):
+        self.column = column
+        self.row = row
+        self.detail = message
+        where = []
+        if row is not None:
+            where.append(f"row {row}")
+        if column is not None:
+            where.append(f"column '{column}'")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+def n_rows(table: Mapping[str, object]) -> int:
+    """Length of the longest array-like column (scalars broadcast); 1 if every column is a scalar."""
+    n = 1
+    for value in table.values():
+        if np.ndim(value) > 0:
+            n = max(n, len(value))
+    return n
+
+
+def is_constant(arr: np.ndarray) -> bool:
+    """True for a broadcast scalar (a zero-stride view): work on its one value, then broadcast."""
+    return arr.ndim == 1 and len(arr) > 1 and arr.strides[0] == 0
+
+
+def as_columns(table: Mapping[str, object]) -> Columns:
+    """Every column as a 1-D numpy array of the table's length.
+
+    Scalars become read-only zero-stride views (no copies); arrays are used as they are.
+    """
+    n = n_rows(table)
+    out: Columns = {}
+    for name, value in table.items():
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            arr = np.broadcast_to(arr.reshape(1), (n,))
+        elif arr.ndim != 1 or len(arr) != n:
+            raise InputError(f"has length {len(arr)} but the table has {n} rows", column=name)
+        out[name] = arr
+    return out
+
+
+def encode(name: str, values: np.ndarray) -> np.ndarray:
+    """Map a categorical column (strings or codes) to float codes; raises InputError naming the bad value."""
+    labels = CATEGORIES[name]
+    if is_constant(values):
+        return np.broadcast_to(encode(name, values[:1]), values.shape)
+    if values.dtype.kind in "iuf":
+        codes = values.astype(np.float64)
+        bad = ~np.isin(codes, np.arange(len(labels))) & ~np.isnan(codes)
+    else:
+        inverse, uniq = pd.factorize(values, use_na_sentinel=False)
+        uniq = np.asarray([str(u) for u in uniq])
+        lut = np.empty(len(uniq))
+        for i, u in enumerate(uniq):  # loop over distinct labels, not rows
+            key = u.strip().lower()
+            key = _ALIASES[name].get(key, key)
+            lut[i] = labels.index(key) if key in labels else (np.nan if key in ("", "nan") else -1)
+        codes = lut[inverse]
+        bad = codes < 0
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise InputError(f"'{values[row]}' is not one of {', '.join(labels)}", column=name, row=row)
+    return codes
+
+
+def decode(name: str, codes: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`encode` for output (codes -> labels)."""
+    labels = np.asarray(CATEGORIES[name], dtype=object)
+    return labels[np.asarray(codes, dtype=np.int64)]

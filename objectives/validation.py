@@ -1,0 +1,84 @@
+"""The model against published measured training runs.
+
+``catalog/training_runs.csv`` holds the published runs the design table can describe (built from the
+project's shared measurements by ``tools/build_training_runs.py``; ``training_runs.md`` has the sources,
+FLOP conventions and exclusions). Each included row is evaluated with its published mapping; the cells a
+source does not publish (often the micro-batch) are searched like any blank mapping cell. The error
+measure is the absolute percentage error of tokens per second per GPU; sources weigh the same in the
+headline mean, so 78 rows of one benchmark table do not drown 10 rows of a paper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from objectives.calibration import Calibration
+from objectives.mapping import search_mapping
+
+__all__ = ["RUNS_PATH", "load_runs", "predict", "Summary", "summarize"]
+
+RUNS_PATH = Path(__file__).parent / "catalog" / "training_runs.csv"
+DESIGN_COLUMNS = (
+    "model", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
+    "seq_len", "global_batch", "moe_experts", "moe_topk", "precision", "gpu", "n_gpus", "tp", "pp", "cp",
+    "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage", "tied_embeddings",
+)
+PAPER_SOURCE = "narayanan21-table1"
+
+
+def load_runs(path: str | Path = RUNS_PATH, included_only: bool = True) -> pd.DataFrame:
+    runs = pd.read_csv(path)
+    if included_only and "include" in runs:
+        runs = runs[runs["include"] == 1].reset_index(drop=True)
+    return runs
+
+
+def predict(runs: pd.DataFrame, cal: Calibration | None = None) -> pd.DataFrame:
+    """The runs with the model's prediction, its mapping choices and the absolute percentage error."""
+    table = {c: runs[c].to_numpy() for c in DESIGN_COLUMNS if c in runs}
+    out = search_mapping(table, cal=cal)
+    result = runs.copy()
+    for col in ("micro_batch", "recompute", "vp", "cp", "zero_stage", "sequence_parallel"):
+        result[f"model_{col}"] = out[col]
+    for col in ("step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "hbm_used_gb", "feasible",
+                "time_compute_s", "time_tp_comm_s", "time_cp_comm_s", "time_ep_comm_s", "time_pp_bubble_s",
+                "time_pp_comm_s", "time_dp_comm_exposed_s", "time_optimizer_s"):
+        result[col if col.startswith("time_") else f"predicted_{col}"] = out[col]
+    measured = result["measured_tokens_per_s_per_gpu"].to_numpy(dtype=float)
+    predicted = result["predicted_tokens_per_s_per_gpu"].to_numpy(dtype=float)
+    result["ape"] = np.abs(predicted - measured) / measured
+    result["signed_error"] = (predicted - measured) / measured
+    return result
+
+
+@dataclass(frozen=True)
+class Summary:
+    per_source: pd.DataFrame  # index source_key: rows, mape, max_ape, bias
+    mape_source_weighted: float
+    mape_row_weighted: float
+    mape_paper: float  # Narayanan et al. SC'21 Table 1
+    worst_source: str
+    worst_source_mape: float
+
+
+def summarize(result: pd.DataFrame) -> Summary:
+    g = result.groupby("source_key")
+    per = pd.DataFrame({
+        "rows": g.size(),
+        "mape": g["ape"].mean(),
+        "max_ape": g["ape"].max(),
+        "bias": g["signed_error"].mean(),
+    })
+    paper = per.loc[PAPER_SOURCE, "mape"] if PAPER_SOURCE in per.index else float("nan")
+    return Summary(
+        per_source=per,
+        mape_source_weighted=float(per["mape"].mean()),
+        mape_row_weighted=float(result["ape"].mean()),
+        mape_paper=float(paper),
+        worst_source=str(per["mape"].idxmax()),
+        worst_source_mape=float(per["mape"].max()),
+    )
