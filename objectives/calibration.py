@@ -1,14 +1,23 @@
 """The model's few efficiency factors: physical, documented, fitted once and reproducibly.
 
-Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``; result in
-``calibration.json``):
+Software stacks differ in kernels and overlap as much as GPUs differ in silicon, so a design row names
+its ``stack`` (default ``megatron-core``). What each stack does is fixed from its documentation
+(:data:`TRAITS`); how fast its kernels run relative to the roofline is fitted.
 
-- ``attn_eff``: fraction of the GPU's dense bf16 peak that fused (flash) attention reaches, forward and
-  backward; FlashAttention-2 reports 50-73% of A100 peak forward, less backward (Dao 2023, Fig. 4-6).
-- ``kernel_overhead_s``: fixed time per transformer layer per micro-batch per forward pass (kernel launch,
-  synchronisation, small ops the roofline does not see); the backward pass costs twice this.
-- ``tp_comm_exposed``: fraction of tensor-parallel communication not hidden behind GEMMs (Megatron's
-  TP-comm overlap hides part; 1.0 = none hidden).
+Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, result in ``calibration.json``):
+
+- ``attn_seq_half``: sequence length at which flash attention runs at half its long-sequence rate (its
+  plateau is the GPU catalog's measured ``gpu_attn_eff_fa2`` / ``_fa3``); short sequences give each
+  thread block little work (Shah et al. 2024, Fig. 5: 497 -> 617 TFLOP/s from 512 to 2k tokens).
+- ``kernel_overhead_s[stack]``: fixed time per transformer layer per micro-batch per forward pass (kernel
+  launch, synchronisation, small ops the roofline does not see); the backward costs twice this.
+- ``attn_kernel_scale[stack]``: the stack's attention kernels relative to the benchmarked kernel of their
+  class (its version, head-dimension and masking paths, the work around the kernel: rotary, layouts).
+- ``ep_comm_exposed``: fraction of the expert all-to-all not hidden where the stack overlaps it.
+- ``tp_comm_exposed``: fraction of tensor-parallel communication not hidden behind GEMMs by Megatron-Core's
+  TP-comm overlap (stacks without it expose all of it).
+- ``gemm_n_half``: GEMM width at which a GEMM runs at half its large-GEMM rate; narrow GEMMs (small
+  d_model, many-way tp, small experts) fill fewer tiles and waves: rate x d / (d + gemm_n_half).
 
 Fixed, from measurements in the hardware catalog (not fitted):
 
@@ -26,18 +35,57 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["Calibration", "CALIBRATION_PATH", "FITTED"]
+__all__ = ["Calibration", "CALIBRATION_PATH", "FITTED", "STACKS", "TRAITS", "StackTraits", "trait"]
 
 CALIBRATION_PATH = Path(__file__).with_name("calibration.json")
-FITTED = ("attn_eff", "kernel_overhead_s", "tp_comm_exposed")
+
+#: software stacks a design can run on; the code of each is its index
+STACKS = ("megatron-core", "megatron-core-2024", "megatron-2021", "pytorch-fsdp")
+
+
+class StackTraits(NamedTuple):
+    attention_kernel: int  # 0 unfused (scores in HBM), 1 FlashAttention-2 class, 2 architecture-tuned (FA3 / cuDNN)
+    dp_overlap: bool  # gradient reduce-scatter / weight all-gather overlapped with compute
+    tp_overlap: bool  # tensor-parallel collectives overlapped with GEMMs
+    ep_overlap: bool  # expert-parallel all-to-all overlapped with compute
+
+
+#: what each stack does, from its documentation
+TRAITS: dict[str, StackTraits] = {
+    # Megatron-Core / Megatron-Bridge, 2025+: cuDNN fused attention (TransformerEngine), MoE all-to-all
+    # overlap (--overlap-moe-expert-parallel-comm), --overlap-grad-reduce and
+    # --overlap-param-gather, --tp-comm-overlap (Megatron-Core and NeMo performance-tuning docs)
+    "megatron-core": StackTraits(2, True, True, True),
+    # the same in 2024 (Megatron-Core r0.8, NeMo 24.x): TransformerEngine then preferred the flash-attn 2
+    # backend over cuDNN fused attention on Hopper (TE attention backend selection, NVTE_FLASH_ATTN)
+    "megatron-core-2024": StackTraits(1, True, True, False),
+    # Megatron-LM as in Narayanan et al. SC'21: fused scale-mask-softmax over materialized scores, gradient
+    # all-reduce after the backward pass, no TP overlap (Sec. 4.2 and the 2021 code)
+    "megatron-2021": StackTraits(0, False, False, False),
+    # PyTorch FSDP as in MosaicML llm-foundry (2023): FlashAttention-2 / Triton attention, FSDP prefetch; no TP
+    "pytorch-fsdp": StackTraits(1, True, False, False),
+}
+
+def trait(name: str):
+    """One trait of every stack as a numpy array indexed by the stack code."""
+    import numpy as np
+
+    return np.array([getattr(TRAITS[s], name) for s in STACKS], dtype=np.float64)
+
+
+FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "tp_comm_exposed", "ep_comm_exposed", "gemm_n_half")
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    attn_eff: float = 0.55
-    kernel_overhead_s: float = 40e-6
-    tp_comm_exposed: float = 0.7
+    attn_seq_half: float = 128.0
+    attn_kernel_scale: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
+    ep_comm_exposed: float = 0.5
+    kernel_overhead_s: tuple[float, ...] = (40e-6, 40e-6, 40e-6, 100e-6)
+    tp_comm_exposed: float = 0.5
+    gemm_n_half: float = 128.0
     scaleup_eff: float = 0.80
     scaleout_eff: float = 0.93
     scaleup_latency_s: float = 3e-6
@@ -45,8 +93,11 @@ class Calibration:
     hbm_reserved_gb: float = 3.0
     hbm_usable_frac: float = 0.95
 
-    def replace(self, **changes: float) -> "Calibration":
+    def replace(self, **changes) -> "Calibration":
         return dataclasses.replace(self, **changes)
+
+    def fitted(self) -> dict:
+        return {k: getattr(self, k) for k in FITTED}
 
     @classmethod
     def load(cls, path: Path = CALIBRATION_PATH) -> "Calibration":
@@ -54,7 +105,7 @@ class Calibration:
         key = str(path)
         if key not in _CACHE:
             fitted = json.loads(path.read_text())["fitted"] if path.exists() else {}
-            _CACHE[key] = cls(**{k: float(v) for k, v in fitted.items() if k in FITTED})
+            _CACHE[key] = cls(**{k: (tuple(v) if isinstance(v, list) else float(v)) for k, v in fitted.items() if k in FITTED})
         return _CACHE[key]
 
 

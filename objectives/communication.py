@@ -4,12 +4,13 @@ Volumes (16-bit activations and gradients):
 - Tensor parallelism (Narayanan et al. SC'21 Sec. 3.1; Korthikanti et al. Sec. 4.2.2): per layer, two
   all-reduces of b·s·h in the forward and two in the backward; with sequence parallelism each becomes an
   all-gather plus a reduce-scatter of the same total cost. Full recompute repeats the forward's two. The
-  fraction ``tp_comm_exposed`` is not hidden behind GEMMs.
+  fraction ``tp_comm_exposed`` is not hidden behind GEMMs where the stack overlaps TP communication.
 - Context parallelism (ring attention, Liu et al. 2023; Megatron-Core CP): per layer each rank passes its
   K and V chunk around the cp ring (cp-1 steps) in the forward, K, V and their gradients in the backward,
   overlapped with the attention core; only what exceeds it is exposed.
 - Expert parallelism (Lepikhin et al. 2021, GShard): per MoE layer an all-to-all dispatch and combine of
-  top-k copies of each token in the forward, and again in the backward; exposed.
+  top-k copies of each token in the forward, and again in the backward; the fraction ``ep_comm_exposed``
+  is not hidden where the stack overlaps it with compute (Megatron-Core 2025+), all of it otherwise.
 - Pipeline parallelism (Narayanan Sec. 4.1): per micro-batch and model chunk, the stage boundary sends
   b·s·h activations forward and gradients back (split over tp by the scatter/gather optimisation when
   sequence parallel); interleaving multiplies the sends by v.
@@ -18,6 +19,7 @@ Volumes (16-bit activations and gradients):
   hides behind the backward of the last micro-batch and the all-gather behind the forward of the first;
   ZeRO-3 gathers weights in every micro-batch's forward and backward and reduce-scatters every
   micro-batch's gradients (Rajbhandari et al. Sec. 5.3), hidden behind that micro-batch's compute.
+  Stacks without overlap (Megatron-LM 2021) expose all of it.
 Groups are placed tp innermost, then cp, then dp (ep inside dp x cp), pp outermost.
 """
 
@@ -26,11 +28,15 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
+from objectives.calibration import trait
 from objectives.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
 
 __all__ = ["Communication", "tiers_of"]
 
 ACT_BYTES = 2.0  # 16-bit activations and gradients on the wire
+_TP_OVERLAP = trait("tp_overlap")
+_DP_OVERLAP = trait("dp_overlap")
+_EP_OVERLAP = trait("ep_overlap")
 
 
 def tiers_of(c, cal) -> Tiers:
@@ -49,12 +55,12 @@ class Communication(Model):
         "d_model", "n_kv_heads", "d_head", "seq_len", "moe_experts", "moe_topk", "layers_per_stage",
         "tp", "pp", "cp", "ep", "vp", "dp", "micro_batch", "n_microbatches", "recompute", "sequence_parallel",
         "zero_stage", "params_per_gpu", "time_attn_fwd_s", "time_layer_fwd_s", "time_layer_bwd_s",
-        "time_compute_mb_s", "scaleup_size", "scaleup_gbps", "nic_gbps", "oversubscription",
+        "time_compute_mb_s", "scaleup_size", "scaleup_gbps", "nic_gbps", "oversubscription", "stack",
     )
     provides = {
         "time_tp_comm_mb_s": "s; exposed tensor-parallel communication per micro-batch per stage",
         "time_cp_comm_mb_s": "s; exposed context-parallel communication per micro-batch per stage",
-        "time_ep_comm_mb_s": "s; expert-parallel all-to-all per micro-batch per stage",
+        "time_ep_comm_mb_s": "s; exposed expert-parallel all-to-all per micro-batch per stage",
         "time_pp_comm_mb_s": "s; pipeline sends per micro-batch on the critical path",
         "time_dp_comm_s": "s; data-parallel gradient and weight traffic per step, hidden or not",
         "time_dp_comm_exposed_s": "s; data-parallel communication not hidden behind compute, per step",
@@ -70,7 +76,8 @@ class Communication(Model):
         # tensor parallel: 4 all-reduce-equivalents per layer (+2 with full recompute), stride 1
         n_tp = 4.0 + np.where(c["recompute"] == 2, 2.0, 0.0)
         tp = layers * n_tp * all_reduce_s(ACT_BYTES * tokens * c["d_model"], t, one, net) * (t > 1)
-        tp_exposed = cal.tp_comm_exposed * tp
+        stack = c["stack"].astype(np.intp)
+        tp_exposed = np.where(np.take(_TP_OVERLAP, stack) > 0, cal.tp_comm_exposed, 1.0) * tp
 
         # context parallel ring: (cp-1) K+V chunk passes fwd, K, V, dK, dV bwd; stride tp
         kv_chunk = ACT_BYTES * 2.0 * tokens * c["n_kv_heads"] * c["d_head"] / np.minimum(t, c["n_kv_heads"])
@@ -82,7 +89,8 @@ class Communication(Model):
         # expert parallel: dispatch + combine, forward and backward; ep group strided by tp inside dp x cp
         moe = c["moe_experts"] > 0
         a2a_bytes = ACT_BYTES * tokens * c["moe_topk"] * c["d_model"] / t
-        ep = np.where(moe & (c["ep"] > 1), layers * 4.0 * all_to_all_s(a2a_bytes, c["ep"], t, net), 0.0)
+        ep_exposed = np.where(np.take(_EP_OVERLAP, stack) > 0, cal.ep_comm_exposed, 1.0)
+        ep = np.where(moe & (c["ep"] > 1), layers * 4.0 * all_to_all_s(a2a_bytes, c["ep"], t, net), 0.0) * ep_exposed
 
         # pipeline: activations forward and gradients back per micro-batch per model chunk; stride tp*cp*dp
         sp_split = np.where(c["sequence_parallel"] > 0, t, 1.0)
@@ -100,8 +108,8 @@ class Communication(Model):
         once = np.maximum(rs - bwd_window, 0.0) + np.maximum(rs - fwd_window, 0.0)
         per_mb_rs = np.where(z >= 2, m * np.maximum(rs - bwd_window, 0.0) + np.maximum(rs - fwd_window, 0.0), once)
         per_mb_all = m * np.maximum(3.0 * rs - c["time_compute_mb_s"], 0.0)
-        dp_exposed = np.where(z >= 3, per_mb_all, per_mb_rs)
         dp_total = np.where(z >= 3, 3.0 * m * rs, np.where(z >= 2, (m + 1.0) * rs, 2.0 * rs))
+        dp_exposed = np.where(np.take(_DP_OVERLAP, stack) > 0, np.where(z >= 3, per_mb_all, per_mb_rs), dp_total)
         return {
             "time_tp_comm_mb_s": tp_exposed,
             "time_cp_comm_mb_s": cp_exposed,

@@ -3,12 +3,17 @@
 - GEMMs (the linear layers, Narayanan et al. SC'21 Sec. 5.1) run at the GPU's *measured* achievable GEMM
   rate at the run's precision (peak x MAMF efficiency, hardware-catalog Sec. 1.2), or at HBM bandwidth
   where their weights and activations take longer to stream (a roofline, Williams et al. 2009).
-- The attention core runs as fused flash attention in 16-bit at ``attn_eff`` of the bf16 peak, causal so
-  half the s x s work (Dao 2023); its backward pass costs 2.5x the forward (five matmuls against two).
+- The attention core runs in 16-bit. Fused flash attention does half the s x s work (causal) at the GPU's
+  measured flash-attention efficiency for the stack's kernel class (FlashAttention-2, or FA3 / cuDNN;
+  Dao 2023, Shah et al. 2024), and its backward costs 2.5x the forward (five matmuls against two);
+  unfused attention does all of it as narrow batched GEMMs and streams the scores through HBM.
+- Narrow GEMMs run below the large-GEMM rate: x d / (d + gemm_n_half) for the narrowest width d.
 - Element-wise work (norms, residual adds, activation functions, dropout, rotary, the cross-entropy over
   fp32 logits) is bound by HBM bandwidth; sequence parallelism splits the h-wide part over tp ranks
   (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
-- Each layer pass pays ``kernel_overhead_s`` of launch and synchronisation the roofline does not see.
+- fp8 and fp4 GEMMs pay for quantizing their inputs (activations every pass, weights every micro-batch).
+- MoE layers stream the token permutation (dispatch and combine) through HBM.
+- Each layer pass pays the stack's ``kernel_overhead_s`` of launch and synchronisation the roofline does not see.
 
 Backward costs 2x forward for GEMMs and element-wise work. Full recompute adds one forward; selective
 recompute re-runs only the attention core, which flash attention's backward already does (Korthikanti
@@ -20,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
+from objectives.calibration import trait
 
 __all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN"]
 
@@ -27,6 +33,7 @@ __all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN"]
 #: 2 norms (r+w: 4), 2 residual adds (2r+1w: 6), 2 dropouts (r+w+mask: 5), rotary on q/k (1)
 ELEMENTWISE_BYTES_PER_TOKEN = {"h": 2.0 * 16.0, "f_gelu": 2.0 * 2.0, "f_swiglu": 2.0 * 3.0}
 BYTES_PER_ELEMENT = (2.0, 1.0, 0.5)  # bf16, fp8, fp4 GEMM operands
+_ATTN_KERNEL = trait("attention_kernel")
 
 
 class ComputeTime(Model):
@@ -35,7 +42,7 @@ class ComputeTime(Model):
         "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
         "params_ffn_active_layer", "layers_per_stage", "precision", "tp", "pp", "cp", "ep", "micro_batch", "recompute",
         "sequence_parallel", "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops", "gpu_gemm_eff_bf16",
-        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_hbm_tbps",
+        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbps", "stack",
     )
     provides = {
         "gemm_flops_per_s": "FLOP/s; achievable GEMM rate at the run's precision (peak x measured efficiency)",
@@ -58,6 +65,7 @@ class ComputeTime(Model):
         bpe = np.choose(prec, BYTES_PER_ELEMENT)
 
         t, h = c["tp"], c["d_model"]
+        stack = c["stack"].astype(np.intp)
         tokens = c["micro_batch"] * c["seq_len"] / c["cp"]  # tokens one GPU processes per micro-batch
         moe = c["moe_experts"] > 0
         q = c["n_heads"] * c["d_head"]
@@ -67,24 +75,52 @@ class ComputeTime(Model):
 
         # linear layers: FLOPs of the active parameters; bytes = weights this GPU holds and streams once
         # plus every GEMM's activation input and output (16-bit)
+        # narrow GEMMs fill fewer tiles and waves: rate x d / (d + n_half) on the narrowest width
+        narrow = np.minimum(np.minimum(h, q / t), c["d_ff"] / t)
+        gemm_rate = gemm_rate * narrow / (narrow + cal.gemm_n_half)
         flops_mm = 2.0 * tokens * (c["params_attn_layer"] + c["params_ffn_active_layer"]) / t
         weights_local = c["params_attn_layer"] + c["params_ffn_layer"] / np.where(moe, c["ep"], 1.0)
         act_io = 2.0 * tokens * (2.0 * h + 2.0 * q + 2.0 * kv + active * (2.0 * h + n_mats * c["d_ff"]))
         bytes_mm = (bpe * weights_local + act_io) / t
         t_mm = np.maximum(flops_mm / gemm_rate, bytes_mm / hbm)
 
-        # attention core, causal: half of 4 * s * q FLOPs per token (Dao 2023)
-        flops_attn = 0.5 * 4.0 * tokens * c["seq_len"] * q / t
-        t_attn = flops_attn / (c["gpu_bf16_tflops"] * 1e12 * cal.attn_eff)
+        # attention core. Flash attention (fused) skips the masked half (Dao 2023) and keeps the scores on
+        # chip, at the GPU's measured flash-attention efficiency for the stack's kernel class, rolling off
+        # for short sequences. Unfused attention runs QK^T and AV over the full s x s as batched GEMMs of
+        # inner width d_head and streams the scores through HBM: written, read and written by the fused
+        # scale-mask-softmax, dropout mask, read and written by dropout, ~11 bytes per score forward
+        # (Korthikanti Sec. 4.1, the 5as^2b term)
+        kernel = np.take(_ATTN_KERNEL, stack)
+        fused = kernel > 0
+        tuned = np.where(np.isnan(c["gpu_attn_eff_fa3"]), c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa3"])
+        flash_eff = np.where(kernel > 1, tuned, c["gpu_attn_eff_fa2"]) * np.take(np.asarray(cal.attn_kernel_scale), stack) \
+            * c["seq_len"] / (c["seq_len"] + cal.attn_seq_half)
+        bf16_rate = c["gpu_bf16_tflops"] * 1e12
+        unfused_rate = bf16_rate * c["gpu_gemm_eff_bf16"] * c["d_head"] / (c["d_head"] + cal.gemm_n_half)
+        attn_rate = np.where(fused, bf16_rate * flash_eff, unfused_rate)
+        flops_attn = np.where(fused, 0.5, 1.0) * 4.0 * tokens * c["seq_len"] * q / t
+        scores_bytes = np.where(fused, 0.0, 11.0 * tokens * c["seq_len"] * c["n_heads"] / t)
+        t_attn = flops_attn / attn_rate + scores_bytes / hbm
+        attn_bwd = np.where(fused, 2.5, 2.0)  # flash backward: 5 matmuls against 2; unfused: 2x forward
 
         f_bytes = np.where(c["ffn_kind"] > 0, ELEMENTWISE_BYTES_PER_TOKEN["f_swiglu"], ELEMENTWISE_BYTES_PER_TOKEN["f_gelu"])
         sp_split = np.where(c["sequence_parallel"] > 0, t, 1.0)
-        bytes_elem = tokens * (ELEMENTWISE_BYTES_PER_TOKEN["h"] * h / sp_split + f_bytes * c["d_ff"] * active / t)
-        t_elem = bytes_elem / hbm
+        # MoE token permutation: dispatch reads h and writes k copies, combine the reverse (16-bit)
+        permute = np.where(moe, 2.0 * 2.0 * h * (1.0 + active) / sp_split, 0.0)
+        bytes_elem = tokens * (ELEMENTWISE_BYTES_PER_TOKEN["h"] * h / sp_split + f_bytes * c["d_ff"] * active / t + permute)
+        # fp8/fp4 GEMMs quantize their inputs first: read 16-bit, write 8-bit, plus the amax pass, about
+        # 3 bytes per element of every GEMM input (activations each pass; weights once per micro-batch)
+        # (NVIDIA Transformer Engine, FP8 primer: delayed scaling and the cast/transpose kernels)
+        quantized = prec > 0
+        cast_act = np.where(quantized, 3.0 * tokens * (2.0 * h + q + c["d_ff"] * active) / t, 0.0)
+        cast_weights = np.where(quantized, 3.0 * weights_local / t, 0.0)
+        t_elem = (bytes_elem + cast_act) / hbm
+        t_cast_weights = cast_weights / hbm
 
-        fwd = t_mm + t_attn + t_elem + cal.kernel_overhead_s
+        overhead = np.take(np.asarray(cal.kernel_overhead_s), stack)
+        fwd = t_mm + t_attn + t_elem + overhead + t_cast_weights
         recompute = np.where(c["recompute"] == 2, fwd, 0.0)
-        bwd = 2.0 * (t_mm + t_elem + cal.kernel_overhead_s) + 2.5 * t_attn + recompute
+        bwd = 2.0 * (t_mm + t_elem + overhead) + attn_bwd * t_attn + recompute
 
         # vocabulary projection (GEMM, 3 passes) and fp32 cross-entropy (read/write logits, 3 passes)
         v_local = c["vocab_size"] / t

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from objectives.calibration import STACKS
+
 __all__ = [
     "Columns",
     "InputError",
@@ -30,10 +32,12 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "precision": ("bf16", "fp8", "fp4"),
     "recompute": ("none", "selective", "full"),
     "ffn_kind": ("gelu", "swiglu"),
+    "stack": STACKS,
 }
 _ALIASES = {
     "precision": {"fp16": "bf16", "bfloat16": "bf16", "float8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"},
     "recompute": {"no": "none", "false": "none", "true": "full"},
+    "stack": {"megatron": "megatron-core", "nemo": "megatron-core", "megatron-bridge": "megatron-core", "fsdp": "pytorch-fsdp"},
     "ffn_kind": {"swiglu": "swiglu", "silu": "swiglu", "geglu": "swiglu", "gelu": "gelu", "relu": "gelu"},
 }
 

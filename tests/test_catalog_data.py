@@ -76,7 +76,7 @@ def test_every_gpu_has_every_field_with_a_source(gpus):
             e = spec.get(f)
             assert isinstance(e, dict), f"{gid}.{f} missing"
             assert set(e) == {"value", "source", "confidence"}, f"{gid}.{f}: {sorted(e)}"
-            assert isinstance(e["source"], str) and len(e["source"]) > 3, f"{gid}.{f} has no source"
+            assert isinstance(e["source"], str) and len(e["source"]) >= 20, f"{gid}.{f}: source needs a key and a title"
             assert e["confidence"] in CONFIDENCE, f"{gid}.{f}: {e['confidence']}"
             if e["value"] is None:
                 assert f in NULLABLE, f"{gid}.{f} is null"

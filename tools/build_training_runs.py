@@ -31,7 +31,7 @@ COLUMNS = [
     "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
     "seq_len", "global_batch", "moe_experts", "moe_topk", "precision",
     "gpu", "n_gpus", "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute",
-    "sequence_parallel", "zero_stage", "tied_embeddings",
+    "sequence_parallel", "zero_stage", "tied_embeddings", "stack",
     "measured_tokens_per_s_per_gpu", "measured_basis", "include", "exclude_reason",
     "published_tflops_per_gpu", "published_mfu_pct", "notes",
 ]
@@ -67,6 +67,23 @@ def megatron_model_flops_per_token(l, h, a, g, f, V, s, swiglu, topk=1, d_head=N
 
 
 # --------------------------------------------------------------------------- field mapping
+
+# The software stack behind each source (objectives/calibration.py TRAITS says what each stack does).
+STACK_BY_SOURCE = (
+    ("narayanan21", "megatron-2021"),  # Megatron-LM, SC'21
+    ("megatron-readme-2020", "megatron-2021"),  # Megatron-LM v1/v2
+    ("mcore-readme", "megatron-core-2024"),  # Megatron-Core r0.8 (Jul 2024)
+    ("nemo", "megatron-core-2024"),  # NeMo 24.03 / 24.07 on Megatron-Core
+    ("mbridge", "megatron-core"),  # Megatron-Bridge on Megatron-Core
+    ("mosaic", "pytorch-fsdp"),  # MosaicML llm-foundry on PyTorch FSDP
+)
+
+
+def stack_of(key: str, zero_or_fsdp: str) -> str:
+    if key == "narayanan21-table2" and zero_or_fsdp.strip().startswith("ZeRO-3"):
+        return "deepspeed-zero3-2021"  # the paper's ZeRO-3 baseline ran on DeepSpeed, not Megatron-LM
+    return next(stack for prefix, stack in STACK_BY_SOURCE if key.startswith(prefix))
+
 
 def source_key(src: str) -> str:
     if "Table 1 (weak scaling)" in src:
@@ -305,6 +322,7 @@ def build(rows):
             notes.append("zero_stage 0 and sequence_parallel 0: neither the distributed optimizer nor "
                          "sequence parallelism existed in Megatron-LM in 2020")
         o["zero_stage"] = zs
+        o["stack"] = stack_of(key, r["zero_or_fsdp"] or "")
         if "inferred" in (r["zero_or_fsdp"] or ""):
             notes.append("optimizer sharding inferred in the source data")
         if "Megatron-FSDP" in (r["zero_or_fsdp"] or ""):
@@ -359,6 +377,9 @@ def build(rows):
                       "describable by the design table")
         elif fam == "deepseek-v4":
             reason = "DeepSeek-V4: novel architecture, architecture fields not published in the source"
+        elif fam == "gpt-oss":
+            reason = ("gpt-oss: alternating 128-token sliding-window attention and attention sinks: not "
+                      "describable by the design table")
         elif fam == "nemotron-3":
             reason = ("Nemotron-3: hybrid Mamba-Transformer MoE, architecture fields not published: not "
                       "describable by the design table")
@@ -369,6 +390,9 @@ def build(rows):
             prim = primaries.get((r["source"], r["model"], r["gpu_type"], r["n_gpus"]), "?")
             reason = (f"parenthesized alternative (different FP8 scaling recipe) of row {prim}: same "
                       f"design-table row, primary kept")
+        elif o["stack"] == "deepspeed-zero3-2021":
+            reason = ("software stack not modeled: DeepSpeed ZeRO-3 as of 2021 (its throughput halves with each "
+                      "doubling of GPUs at fixed batch, far from any overlap the model describes)")
         elif (r["verification"] or "").strip().lower().startswith("recalled"):
             reason = "throughput recalled, not verified in the original"
         elif meas is None:
@@ -388,6 +412,38 @@ def build(rows):
         o["notes"] = "; ".join(notes)
         out.append(o)
     return out
+
+
+DESIGN_KEY = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len", "global_batch",
+              "moe_experts", "moe_topk", "precision", "gpu", "n_gpus", "tp", "pp", "cp", "ep", "vp",
+              "micro_batch", "recompute", "sequence_parallel", "zero_stage")
+
+
+def container_order(key: str) -> tuple:
+    return tuple(int(x) for x in key[len("mbridge-"):].split("."))
+
+
+def mark_superseded(out) -> None:
+    """Exclude Megatron-Bridge rows re-measured, same design-table row, in a later container.
+
+    The product models the current software stack; an older container's number for the same
+    configuration measures older software (the shared data's caveat 3). Only rows still included are
+    compared, and the newest container's row is kept.
+    """
+    newest = {}
+    for o in out:
+        if o["include"] == "1" and o["source_key"].startswith("mbridge-"):
+            k = tuple(o[c] for c in DESIGN_KEY)
+            if k not in newest or container_order(o["source_key"]) > container_order(newest[k]["source_key"]):
+                newest[k] = o
+    for o in out:
+        if o["include"] == "1" and o["source_key"].startswith("mbridge-"):
+            keep = newest[tuple(o[c] for c in DESIGN_KEY)]
+            if keep is not o and keep["source_key"] != o["source_key"]:
+                o["include"] = "0"
+                o["exclude_reason"] = (f"superseded: the same design-table row was measured again in container "
+                                       f"{keep['source_key'][len('mbridge-'):]} (run {keep['run_id']}); the model "
+                                       f"describes the current stack")
 
 
 def counts_markdown(out):
@@ -440,6 +496,7 @@ def main(argv=None):
     with open(src, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     out = build(rows)
+    mark_superseded(out)
     out.sort(key=lambda o: int(o["run_id"]))
     outp = Path(args.out)
     outp.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ HERE = Path(__file__).parent
 
 GPU_FIELDS = (
     "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops",
-    "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4",
+    "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3",
     "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "nic_gbps", "gpu_tdp_w",
 )
 MODEL_FIELDS = (
