@@ -37,7 +37,8 @@ def split_tiers(group: np.ndarray, stride: np.ndarray, tiers: Tiers) -> tuple[np
 
 
 def _depth(g: np.ndarray) -> np.ndarray:
-    return np.ceil(np.log2(np.maximum(g, 1.0)))
+    """ceil(log2 g) for whole g >= 1, exactly and without a logarithm: the binary exponent of g - 1."""
+    return np.frexp(g - 1.0)[1].astype(np.float64)
 
 
 def all_reduce_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:

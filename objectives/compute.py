@@ -52,7 +52,7 @@ class ComputeTime(Model):
         "time_attn_fwd_s": "s; the attention core's forward in one layer for one micro-batch",
         "time_logits_s": "s; output projection and cross-entropy, forward and backward, one micro-batch",
         "time_compute_mb_s": "s; compute of one micro-batch on the slowest pipeline stage",
-        "con_precision": "1 where the GPU has no tensor cores for the precision (<= 0 supported)",
+        "con_precision": "flag; 1 where the GPU has no tensor cores for the precision (<= 0 supported)",
     }
 
     def compute(self, c, cal):

@@ -17,7 +17,7 @@ MLP interiors and the 5·a·s²·b scores divide by t, and with sequence paralle
                         selective recompute (Sec. 4.2.2)
 
 Full recompute keeps only each layer's 2·s·b·h input (divided by t with sequence parallelism) plus one
-layer's activations while it is recomputed. A pipeline stage holds L/p layers for min(p, m) micro-batches
+layer's activations, without stored scores, while it is recomputed. A pipeline stage holds L/p layers for min(p, m) micro-batches
 in flight under 1F1B, and L·(1 + (p-1)/(p·v)) layer-micro-batches under the interleaved schedule
 (Korthikanti Sec. 4.2.3). Context parallelism divides s by cp (Megatron-Core context parallelism).
 The output layer's fp32 logits, 4·s·b·V/t bytes, sit on the last stage.
@@ -89,7 +89,7 @@ class Memory(Model):
         rc = c["recompute"]
         layer = interior + replicated + np.where(rc == 0, scores, 0.0)
         kept = np.where(rc == 2, 2.0 * sb * h / np.where(c["sequence_parallel"] > 0, t, 1.0), layer)
-        working = np.where(rc == 2, layer, 0.0)  # one layer re-materialized during full recompute
+        working = np.where(rc == 2, interior + replicated, 0.0)  # one layer re-materialized during full recompute
         layers_in_flight = np.minimum(
             layers * p * np.where(v > 1, 1.0 + (p - 1.0) / (p * v), 1.0),
             layers * c["n_microbatches"],

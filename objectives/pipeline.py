@@ -104,7 +104,7 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     floats["sequence_parallel"] = np.where(np.isnan(sp), (floats["tp"] > 1).astype(np.float64), sp)
     for name, low in REQUIRED.items():
         v = floats[name]
-        bad = ~np.isfinite(v) | (v < low) | ((v <= 0) if low == 0 else False)
+        bad = ~((v > 0) if low == 0 else (v >= low)) | (v == np.inf)  # NaN compares False: caught too
         row = _bad_row(bad)
         if row is not None:
             what = "missing" if np.isnan(v[row]) else f"{v[row]:g}"
@@ -112,7 +112,7 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     for name in INTEGER_COLUMNS:
         if name in floats:
             v = floats[name]
-            row = _bad_row(np.isfinite(v) & (v != np.round(v)) | (v < 0))
+            row = _bad_row((v != np.floor(v)) & np.isfinite(v) | (v < 0))
             if row is not None:
                 raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
     row = _bad_row(~np.isin(floats["zero_stage"], (0, 1, 2, 3)))
@@ -166,8 +166,9 @@ def evaluate(table: Mapping[str, object], cal: Calibration | None = None) -> Col
     user, floats = prepare(table)
     work = run_models(floats, cal)
     out = dict(user)
+    outputs = set(metrics())
     for name, value in work.items():
-        if name not in user or name in metrics():
+        if name not in user or name in outputs:
             out[name] = value
     for name in CATEGORIES:
         if name in user:

@@ -97,8 +97,8 @@ def encode(name: str, values: np.ndarray) -> np.ndarray:
         codes = values.astype(np.float64)
         bad = ~np.isin(codes, np.arange(len(labels))) & ~np.isnan(codes)
     else:
-        inverse, uniq = pd.factorize(values, use_na_sentinel=False)
-        uniq = np.asarray([str(u) for u in uniq])
+        inverse, uniq = pd.factorize(values)  # missing cells get code -1, mapped to the last lut entry
+        uniq = np.asarray([str(u) for u in uniq] + ["nan"])
         lut = np.empty(len(uniq))
         for i, u in enumerate(uniq):  # loop over distinct labels, not rows
             key = u.strip().lower()

@@ -85,13 +85,14 @@ def _expand_one(cols: dict, key: str, catalog: dict, fields: tuple[str, ...], st
         return {f: (np.broadcast_to(v, (n,)) if f not in cols or is_constant(cols[f]) else
                     np.where(np.isnan(np.asarray(cols[f], dtype=np.float64)), v[0], cols[f]))
                 for f, v in one.items()}
-    codes, uniq = pd.factorize(cols[key], use_na_sentinel=False)  # hashing: fast on 1M repeated labels
-    uniq = [str(u) for u in uniq]
+    codes, uniq = pd.factorize(cols[key])  # hashing: fast on 1M repeated labels; a blank cell gets -1
+    uniq = [str(u) for u in uniq] + ["(blank)"]  # code -1 indexes the last entry
     inverse = codes
-    unknown = [u for u in uniq if u not in catalog]
+    present = uniq if (codes < 0).any() else uniq[:-1]
+    unknown = [u for u in present if u not in catalog]
     nan_row = dict.fromkeys(fields, np.nan)
     if unknown and strict:
-        row = int(np.argmax(codes == uniq.index(unknown[0])))
+        row = int(np.argmax(codes == (uniq.index(unknown[0]) if unknown[0] != "(blank)" else -1)))
         raise InputError(f"unknown {key} '{unknown[0]}'; known: {', '.join(sorted(catalog))}", column=key, row=row)
     new = {}
     for f in fields:

@@ -1,0 +1,63 @@
+"""`dse validate [CSV]`: the model against published measured training runs.
+
+Without CSV it uses the runs shipped in the package (objectives/catalog/training_runs.csv, with their
+sources). Prints, per source and overall, predicted against measured tokens/s per GPU and the mean
+absolute percentage error; ``--out`` writes the per-row table.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dse.errors import UserError
+from dse.tables import describe_input_error, read_table, write_table
+from objectives import InputError
+from objectives.validation import RUNS_PATH, predict, source_of, summarize
+
+__all__ = ["add_parser", "run"]
+
+REQUIRED = ("source_key", "measured_tokens_per_s_per_gpu")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("validate", help="compare the model with published training runs", description=__doc__)
+    p.add_argument("csv", nargs="?", default=None, help=f"runs to check (default: {RUNS_PATH.name} shipped with the package)")
+    p.add_argument("--out", help="write the per-row table (Parquet or .csv)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    path = args.csv or str(RUNS_PATH)
+    runs = read_table(path)
+    missing = [c for c in REQUIRED if c not in runs.columns]
+    if missing:
+        raise UserError(f"missing column(s) {', '.join(missing)}; a runs table needs design-table columns plus "
+                        f"{', '.join(REQUIRED)}", where=path)
+    if "include" in runs.columns:
+        runs = runs[runs["include"] == 1].reset_index(drop=True)
+    if runs.empty:
+        raise UserError("has no included runs", where=path)
+    try:
+        result = predict(runs)
+    except InputError as exc:
+        raise describe_input_error(exc, path) from None
+    s = summarize(result)
+    print(f"{len(result)} published runs from {len(s.per_source)} sources ({path})")
+    print()
+    header = f"{'source':<24} {'runs':>5} {'measured':>10} {'predicted':>10} {'MAPE':>7} {'worst':>7} {'bias':>7}"
+    print(header)
+    print("-" * len(header))
+    sources = result["source_key"].map(source_of)
+    means = result.groupby(sources)[["measured_tokens_per_s_per_gpu", "predicted_tokens_per_s_per_gpu"]].median()
+    for name, row in s.per_source.iterrows():
+        print(f"{name:<24} {int(row['rows']):>5} {means.loc[name, 'measured_tokens_per_s_per_gpu']:>10.0f} "
+              f"{means.loc[name, 'predicted_tokens_per_s_per_gpu']:>10.0f} {row['mape']:>7.1%} {row['max_ape']:>7.1%} {row['bias']:>+7.1%}")
+    print("-" * len(header))
+    print(f"MAPE of tokens/s per GPU: {s.mape_source_weighted:.1%} with each source weighing the same, "
+          f"{s.mape_row_weighted:.1%} over rows; Narayanan et al. SC'21 Table 1: {s.mape_paper:.1%}; "
+          f"worst source: {s.worst_source} {s.worst_source_mape:.1%}")
+    print("(measured and predicted columns are the median tokens/s per GPU of each source's runs)")
+    if args.out:
+        write_table({c: result[c].to_numpy() for c in result.columns}, args.out)
+        print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,60 @@
+"""The vectorized mapping search against brute force, one candidate at a time."""
+
+import itertools
+
+import numpy as np
+
+import objectives
+from objectives.mapping import candidate_grid
+
+CHOICES = {"tp": (1, 2, 4, 8), "pp": (1, 2, 4), "micro_batch": (1, 2), "recompute": ("selective", "full"),
+           "zero_stage": (1, 3), "vp": (1, 2)}
+DESIGNS = [dict(model="llama3-70b", gpu="h100-sxm", n_gpus=64, global_batch=256),
+           dict(model="gpt3-175b", gpu="a100-sxm-80gb", n_gpus=256, global_batch=512),
+           dict(model="llama3-8b", gpu="b200", n_gpus=16, global_batch=64),
+           dict(model="gpt3-175b", gpu="a100-sxm-40gb", n_gpus=8, global_batch=8)]  # cannot fit
+
+
+def _brute_force(design):
+    best = None
+    for values in itertools.product(*CHOICES.values()):
+        row = dict(design, **dict(zip(CHOICES, values)), cp=1, ep=1)
+        if row["vp"] > 1 and row["pp"] == 1:
+            continue
+        if row["n_gpus"] % (row["tp"] * row["pp"]) or row["global_batch"] % (row["n_gpus"] // (row["tp"] * row["pp"]) * row["micro_batch"]):
+            continue
+        out = objectives.evaluate(row)
+        if out["con_layout"][0] > 0 or not out["feasible"][0]:
+            continue
+        key = (out["step_time_s"][0], out["hbm_used_gb"][0])
+        if best is None or key < best[0]:
+            best = (key, values)
+    return best
+
+
+def test_search_equals_brute_force():
+    table = {k: np.array([d[k] for d in DESIGNS]) for k in DESIGNS[0]}
+    out = objectives.search_mapping(dict(table, cp=1, ep=1), choices=CHOICES)
+    for i, design in enumerate(DESIGNS):
+        best = _brute_force(design)
+        if best is None:
+            assert not out["feasible"][i]
+            continue
+        assert out["feasible"][i]
+        assert out["step_time_s"][i] == best[0][0]
+        got = tuple(out[k][i] for k in CHOICES)
+        assert tuple(str(g) if isinstance(g, str) else float(g) for g in got) == \
+            tuple(str(v) if isinstance(v, str) else float(v) for v in best[1])
+
+
+def test_given_mapping_cells_are_kept():
+    out = objectives.search_mapping(dict(model=["llama3-70b"] * 2, gpu="h100-sxm", n_gpus=64, global_batch=256,
+                                         tp=[4.0, np.nan], pp=[np.nan, 2.0]))
+    assert out["tp"][0] == 4 and out["pp"][1] == 2
+    assert out["n_mappings_tried"].min() > 1
+
+
+def test_candidate_grid_is_a_cartesian_product():
+    grid = candidate_grid(["tp", "recompute"], {"tp": (1, 2, 4), "recompute": ("none", "full")})
+    assert len(grid["tp"]) == 6
+    assert set(zip(grid["tp"], grid["recompute"])) == {(t, r) for t in (1, 2, 4) for r in (0.0, 2.0)}
