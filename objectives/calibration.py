@@ -13,6 +13,9 @@ Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, resu
   launch, synchronisation, small ops the roofline does not see); the backward costs twice this.
 - ``attn_kernel_scale[stack]``: the stack's attention kernels relative to the benchmarked kernel of their
   class (its version, head-dimension and masking paths, the work around the kernel: rotary, layouts).
+- ``moe_layer_overhead_s``: fixed time per MoE layer per micro-batch per pass: the router's top-k, the
+  token-count exchange that dropless routing needs on the host before its all-to-all (a device-to-host
+  synchronisation that stalls the launch queue) and the per-expert kernel launches.
 - ``ep_comm_exposed``: fraction of the expert all-to-all not hidden where the stack overlaps it.
 - ``tp_comm_exposed``: fraction of tensor-parallel communication not hidden behind GEMMs by Megatron-Core's
   TP-comm overlap (stacks without it expose all of it).
@@ -26,8 +29,9 @@ Fixed, from measurements in the hardware catalog (not fitted):
 - ``scaleout_eff`` 0.93: 46-48 of 50 GB/s per 400G NIC in nccl-tests (hardware-catalog S25).
 - ``scaleup_latency_s`` 3e-6 and ``scaleout_latency_s`` 10e-6: NCCL base + per-hop latency, Simple
   protocol (NCCL tuning.cc via nccl#1334, hardware-catalog S28).
-- ``hbm_reserved_gb`` 3 and ``hbm_usable_frac`` 0.95: CUDA context, NCCL buffers and allocator
-  fragmentation that a training process cannot use.
+- ``hbm_reserved_gb`` 2 and ``hbm_usable_frac`` 0.95: CUDA context, NCCL buffers and allocator
+  fragmentation that a training process cannot use (of the HBM's binary capacity: an "80 GB" H100 has
+  85.9e9 bytes, 81,559 MiB of which CUDA reports).
 """
 
 from __future__ import annotations
@@ -75,14 +79,16 @@ def trait(name: str):
     return np.array([getattr(TRAITS[s], name) for s in STACKS], dtype=np.float64)
 
 
-FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "tp_comm_exposed", "ep_comm_exposed", "gemm_n_half")
+FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "moe_layer_overhead_s", "tp_comm_exposed",
+          "ep_comm_exposed", "gemm_n_half")
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    attn_seq_half: float = 128.0
+    attn_seq_half: float = 200.0
     attn_kernel_scale: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
     ep_comm_exposed: float = 0.5
+    moe_layer_overhead_s: float = 200e-6
     kernel_overhead_s: tuple[float, ...] = (40e-6, 40e-6, 40e-6, 100e-6)
     tp_comm_exposed: float = 0.5
     gemm_n_half: float = 128.0
@@ -90,7 +96,7 @@ class Calibration:
     scaleout_eff: float = 0.93
     scaleup_latency_s: float = 3e-6
     scaleout_latency_s: float = 10e-6
-    hbm_reserved_gb: float = 3.0
+    hbm_reserved_gb: float = 2.0
     hbm_usable_frac: float = 0.95
 
     def replace(self, **changes) -> "Calibration":

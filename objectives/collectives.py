@@ -9,8 +9,9 @@ then all-gather inside), the ring bandwidth terms of Thakur et al. (2005) and Pa
     all-reduce of n bytes:  2(g_in-1)/g_in * n/B_up + 2(g_out-1)/g_out * (n/g_in)/B_out
     reduce-scatter or all-gather: half of that.
 
-Latency uses a tree depth, 2*ceil(log2 g) hops of alpha per tier, as NCCL picks tree or NVLS-tree
-algorithms once rings get long (NCCL tuning model, hardware-catalog S28). Bandwidths are bytes/s per GPU
+All-reduce latency uses a tree depth, 2*ceil(log2 g) hops of alpha per tier, as NCCL picks tree or
+NVLS-tree algorithms once rings get long; reduce-scatter and all-gather have only ring algorithms in NCCL,
+so their latency is (g-1) hops per tier (NCCL tuning model, hardware-catalog S28). Bandwidths are bytes/s per GPU
 per direction; ``B_out`` already carries the NIC efficiency and any oversubscription.
 """
 
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Tiers", "split_tiers", "all_reduce_s", "reduce_scatter_s", "all_gather_s", "all_to_all_s", "p2p_s"]
+__all__ = ["Tiers", "split_tiers", "all_reduce_s", "reduce_scatter_s", "all_gather_s", "all_to_all_s", "p2p_s",
+           "ring_latency_s"]
 
 
 class Tiers:
@@ -50,8 +52,16 @@ def all_reduce_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
 
 
 def reduce_scatter_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
-    """Reduce-scatter of ``nbytes`` per rank (input size): half an all-reduce."""
-    return 0.5 * all_reduce_s(nbytes, group, stride, tiers)
+    """Reduce-scatter of ``nbytes`` per rank (input size): half an all-reduce's bandwidth, ring latency."""
+    g_in, g_out = split_tiers(group, stride, tiers)
+    bw = (g_in - 1.0) / g_in * nbytes / tiers.bw_up + (g_out - 1.0) / g_out * (nbytes / g_in) / tiers.bw_out
+    return bw + ring_latency_s(group, stride, tiers)
+
+
+def ring_latency_s(group, stride, tiers: Tiers) -> np.ndarray:
+    """Latency of one ring reduce-scatter or all-gather: (g-1) hops on each tier."""
+    g_in, g_out = split_tiers(group, stride, tiers)
+    return (g_in - 1.0) * tiers.lat_up + (g_out - 1.0) * tiers.lat_out
 
 
 all_gather_s = reduce_scatter_s  # all-gather to ``nbytes`` per rank costs the same as its reduce-scatter

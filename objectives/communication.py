@@ -29,7 +29,7 @@ import numpy as np
 
 from objectives.base import Model
 from objectives.calibration import trait
-from objectives.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
+from objectives.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s, ring_latency_s
 
 __all__ = ["Communication", "tiers_of"]
 
@@ -97,18 +97,22 @@ class Communication(Model):
         pp_bytes = ACT_BYTES * tokens * c["d_model"] / sp_split
         pp = np.where(p > 1, 2.0 * c["vp"] * p2p_s(pp_bytes, t * cp * c["dp"], net), 0.0)
 
-        # data parallel over dp x cp ranks (stride tp); ZeRO stage decides how often and what hides it
+        # data parallel over dp x cp ranks (stride tp); ZeRO stage decides how often and what hides it.
+        # ZeRO-3 / FSDP gathers and reduces layer by layer, so it pays the ring latency once per layer.
         grad_bytes = ACT_BYTES * c["params_per_gpu"]
         dp_group = c["dp"] * cp
-        rs = reduce_scatter_s(grad_bytes, dp_group, t, net) * (dp_group > 1)
+        has_dp = dp_group > 1
+        rs = reduce_scatter_s(grad_bytes, dp_group, t, net) * has_dp
+        per_layer_latency = (layers - 1.0) * ring_latency_s(dp_group, t, net) * has_dp
         z = c["zero_stage"]
         m = c["n_microbatches"]
         fwd_window = layers * c["time_layer_fwd_s"]
         bwd_window = layers * c["time_layer_bwd_s"]
         once = np.maximum(rs - bwd_window, 0.0) + np.maximum(rs - fwd_window, 0.0)
         per_mb_rs = np.where(z >= 2, m * np.maximum(rs - bwd_window, 0.0) + np.maximum(rs - fwd_window, 0.0), once)
-        per_mb_all = m * np.maximum(3.0 * rs - c["time_compute_mb_s"], 0.0)
-        dp_total = np.where(z >= 3, 3.0 * m * rs, np.where(z >= 2, (m + 1.0) * rs, 2.0 * rs))
+        zero3_mb = 3.0 * (rs + per_layer_latency)  # all-gather forward and backward, reduce-scatter
+        per_mb_all = m * np.maximum(zero3_mb - c["time_compute_mb_s"], 0.0)
+        dp_total = np.where(z >= 3, m * zero3_mb, np.where(z >= 2, (m + 1.0) * rs, 2.0 * rs))
         dp_exposed = np.where(np.take(_DP_OVERLAP, stack) > 0, np.where(z >= 3, per_mb_all, per_mb_rs), dp_total)
         return {
             "time_tp_comm_mb_s": tp_exposed,

@@ -13,7 +13,7 @@
   (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
 - fp8 and fp4 GEMMs pay for quantizing their inputs (activations every pass, weights every micro-batch).
 - MoE layers stream the token permutation (dispatch and combine) through HBM.
-- Each layer pass pays the stack's ``kernel_overhead_s`` of launch and synchronisation the roofline does not see.
+- Each layer pass pays the stack's ``kernel_overhead_s`` (and an MoE layer ``moe_layer_overhead_s``) of launch and synchronisation the roofline does not see.
 
 Backward costs 2x forward for GEMMs and element-wise work. Full recompute adds one forward; selective
 recompute re-runs only the attention core, which flash attention's backward already does (Korthikanti
@@ -40,7 +40,7 @@ class ComputeTime(Model):
     requires = (
         "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
         "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
-        "params_ffn_active_layer", "layers_per_stage", "precision", "tp", "pp", "cp", "ep", "micro_batch", "recompute",
+        "params_ffn_active_layer", "layers_per_stage", "etp", "precision", "tp", "pp", "cp", "ep", "micro_batch", "recompute",
         "sequence_parallel", "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops", "gpu_gemm_eff_bf16",
         "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbps", "stack",
     )
@@ -79,7 +79,7 @@ class ComputeTime(Model):
         narrow = np.minimum(np.minimum(h, q / t), c["d_ff"] / t)
         gemm_rate = gemm_rate * narrow / (narrow + cal.gemm_n_half)
         flops_mm = 2.0 * tokens * (c["params_attn_layer"] + c["params_ffn_active_layer"]) / t
-        weights_local = c["params_attn_layer"] + c["params_ffn_layer"] / np.where(moe, c["ep"], 1.0)
+        weights_local = c["params_attn_layer"] + c["params_ffn_layer"] / np.where(moe, c["ep"] * c["etp"] / t, 1.0)
         act_io = 2.0 * tokens * (2.0 * h + 2.0 * q + 2.0 * kv + active * (2.0 * h + n_mats * c["d_ff"]))
         bytes_mm = (bpe * weights_local + act_io) / t
         t_mm = np.maximum(flops_mm / gemm_rate, bytes_mm / hbm)
@@ -92,8 +92,7 @@ class ComputeTime(Model):
         # (Korthikanti Sec. 4.1, the 5as^2b term)
         kernel = np.take(_ATTN_KERNEL, stack)
         fused = kernel > 0
-        tuned = np.where(np.isnan(c["gpu_attn_eff_fa3"]), c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa3"])
-        flash_eff = np.where(kernel > 1, tuned, c["gpu_attn_eff_fa2"]) * np.take(np.asarray(cal.attn_kernel_scale), stack) \
+        flash_eff = np.where(kernel > 1, c["gpu_attn_eff_fa3"], c["gpu_attn_eff_fa2"]) * np.take(np.asarray(cal.attn_kernel_scale), stack) \
             * c["seq_len"] / (c["seq_len"] + cal.attn_seq_half)
         bf16_rate = c["gpu_bf16_tflops"] * 1e12
         unfused_rate = bf16_rate * c["gpu_gemm_eff_bf16"] * c["d_head"] / (c["d_head"] + cal.gemm_n_half)
@@ -117,7 +116,7 @@ class ComputeTime(Model):
         t_elem = (bytes_elem + cast_act) / hbm
         t_cast_weights = cast_weights / hbm
 
-        overhead = np.take(np.asarray(cal.kernel_overhead_s), stack)
+        overhead = np.take(np.asarray(cal.kernel_overhead_s), stack) + np.where(moe, cal.moe_layer_overhead_s, 0.0)
         fwd = t_mm + t_attn + t_elem + overhead + t_cast_weights
         recompute = np.where(c["recompute"] == 2, fwd, 0.0)
         bwd = 2.0 * (t_mm + t_elem + overhead) + attn_bwd * t_attn + recompute

@@ -29,6 +29,7 @@ class Layout(Model):
     provides = {
         "dp": "count; data-parallel degree n_gpus / (tp*pp*cp)",
         "layers_per_stage": "count; layers on the busiest pipeline stage, ceil(L / (pp*vp)) * vp",
+        "etp": "count; expert tensor parallelism: tp while ep fits in dp*cp, else 1 (MoE parallel folding)",
         "n_microbatches": "count; micro-batches per pipeline per step, global_batch / (dp*micro_batch)",
         "con_layout": "count; broken divisibility rules (<= 0 valid)",
     }
@@ -46,12 +47,15 @@ class Layout(Model):
             _divides(c["tp"], c["n_kv_heads"]) | _divides(c["n_kv_heads"], c["tp"]),
             _divides(2.0 * c["cp"], c["seq_len"]),  # context parallelism splits s into 2*cp chunks
             (c["vp"] == 1) | (c["pp"] > 1),  # interleaving needs a pipeline
-            # experts: ep splits moe_experts and is carved out of dp*cp; dense models need ep = 1
-            np.where(moe, _divides(c["ep"], c["moe_experts"]) & _divides(c["ep"], dp * c["cp"]), c["ep"] == 1),
+            # experts: ep splits moe_experts and is carved out of dp*cp, or of tp*dp*cp with expert tensor
+            # parallelism 1 (Megatron-Core MoE parallel folding); dense models need ep = 1
+            np.where(moe, _divides(c["ep"], c["moe_experts"]) & _divides(c["ep"], dp * c["cp"] * c["tp"]), c["ep"] == 1),
         )
         broken = np.zeros_like(dp)
         for ok in rules:  # a handful of rules, each over whole columns
             broken += ~ok
         # Megatron lets the first and last stages hold fewer layers; the busiest stage sets the pace
         layers = np.ceil(c["n_layers"] / (c["pp"] * c["vp"])) * c["vp"]
-        return {"dp": dp, "layers_per_stage": layers, "n_microbatches": m, "con_layout": broken}
+        # expert tensor parallelism: experts keep tp while ep fits in dp*cp, else ep spans tp and experts are whole
+        etp = np.where(_divides(c["ep"], dp * c["cp"]), c["tp"], 1.0)
+        return {"dp": dp, "layers_per_stage": layers, "etp": etp, "n_microbatches": m, "con_layout": broken}

@@ -12,9 +12,11 @@ MLP interiors and the 5·a·s²·b scores divide by t, and with sequence paralle
 
     attention interior: 2·q (Q) + 4·kv (K, V) + 2·q (context, input to O) bytes per token
     MLP interior:       2·f·(2 for GELU in/out; 3 for SwiGLU gate, up, product) per active expert
-    replicated:         10·h (two norm inputs 4h, two block inputs 4h, two dropout masks 2h)
+    replicated:         10·h (two norm inputs 4h, two block inputs 4h, two dropout masks 2h; 8·h for
+                        models trained without dropout, ``dropout`` = 0, as most current LLMs are)
     scores:             5·a·s per token (softmax 2, dropout mask 1, dropout output 2), dropped by
-                        selective recompute (Sec. 4.2.2)
+                        selective recompute (Sec. 4.2.2), and never stored by fused (flash) attention,
+                        which recomputes them in its backward (Dao et al. 2022)
 
 Full recompute keeps only each layer's 2·s·b·h input (divided by t with sequence parallelism) plus one
 layer's activations, without stored scores, while it is recomputed. A pipeline stage holds L/p layers for min(p, m) micro-batches
@@ -28,19 +30,23 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
+from objectives.calibration import trait
 
 __all__ = ["Memory", "BYTES_PER_PARAM"]
 
 #: bytes per parameter (weights, gradients, optimizer states) before sharding, Rajbhandari et al. Sec. 3.1
 BYTES_PER_PARAM = {"weights": 2.0, "grads": 2.0, "optimizer": 12.0}
+_ATTN_KERNEL = trait("attention_kernel")
+GIB_PER_GB = 2.0**30 / 1e9
 
 
 class Memory(Model):
     requires = (
         "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
         "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
-        "params_ffn_active_layer", "params_embedding", "layers_per_stage", "tp", "pp", "cp", "ep", "vp", "dp",
-        "micro_batch", "n_microbatches", "recompute", "sequence_parallel", "zero_stage", "gpu_hbm_gb",
+        "params_ffn_active_layer", "params_embedding", "layers_per_stage", "etp", "tp", "pp", "cp", "ep", "vp", "dp",
+        "micro_batch", "n_microbatches", "recompute", "sequence_parallel", "zero_stage", "gpu_hbm_gb", "stack",
+        "dropout",
     )
     provides = {
         "params_per_gpu": "count; parameters held by the busiest GPU before ZeRO sharding",
@@ -49,7 +55,7 @@ class Memory(Model):
         "mem_optimizer_gb": "GB; fp32 master weights and Adam moments per GPU",
         "mem_activations_gb": "GB; activations in flight on the first pipeline stage plus logits",
         "hbm_used_gb": "GB; peak HBM per GPU",
-        "hbm_usable_gb": "GB; HBM a training process can use",
+        "hbm_usable_gb": "GB; HBM a training process can use (1e9 bytes)",
         "con_memory": "GB; hbm_used_gb - hbm_usable_gb (<= 0 fits)",
     }
 
@@ -63,9 +69,9 @@ class Memory(Model):
         dense_layer = c["params_attn_layer"] + 2.0 * h + c["params_ffn_layer"] - expert_layer
         embed_stage = np.where(p > 1, c["vocab_size"] * h, c["params_embedding"])  # first/last stage holds one
         dense = (layers * dense_layer + embed_stage) / t
-        expert = layers * expert_layer / (t * c["ep"])
+        expert = layers * expert_layer / (c["etp"] * c["ep"])
         shard_dense = c["dp"] * cp
-        shard_expert = c["dp"] * cp / c["ep"]
+        shard_expert = c["dp"] * cp * t / (c["ep"] * c["etp"])
         z = c["zero_stage"]
 
         def state_bytes(per_param, from_stage):
@@ -84,10 +90,11 @@ class Memory(Model):
         active = np.where(moe, c["moe_topk"], 1.0)
         mlp_interior = 2.0 * c["d_ff"] * (2.0 + c["ffn_kind"]) * active
         interior = sb * (4.0 * q + 4.0 * kv + mlp_interior) / t
-        replicated = sb * 10.0 * h / np.where(c["sequence_parallel"] > 0, t, 1.0)
+        replicated = sb * (8.0 + 2.0 * c["dropout"]) * h / np.where(c["sequence_parallel"] > 0, t, 1.0)
         scores = 5.0 * c["n_heads"] * s_loc * c["seq_len"] * c["micro_batch"] / t
         rc = c["recompute"]
-        layer = interior + replicated + np.where(rc == 0, scores, 0.0)
+        stores_scores = (rc == 0) & (np.take(_ATTN_KERNEL, c["stack"].astype(np.intp)) == 0)
+        layer = interior + replicated + np.where(stores_scores, scores, 0.0)
         kept = np.where(rc == 2, 2.0 * sb * h / np.where(c["sequence_parallel"] > 0, t, 1.0), layer)
         working = np.where(rc == 2, interior + replicated, 0.0)  # one layer re-materialized during full recompute
         layers_in_flight = np.minimum(
@@ -98,7 +105,8 @@ class Memory(Model):
         activations = kept * layers_in_flight + working + logits
 
         used = (weights + grads + optimizer + activations) / 1e9
-        usable = c["gpu_hbm_gb"] * cal.hbm_usable_frac - cal.hbm_reserved_gb
+        # HBM sizes are sold in binary units (an "80 GB" H100 holds 80 GiB = 85.9e9 bytes)
+        usable = c["gpu_hbm_gb"] * GIB_PER_GB * cal.hbm_usable_frac - cal.hbm_reserved_gb
         return {
             "params_per_gpu": dense + expert,
             "mem_weights_gb": weights / 1e9,

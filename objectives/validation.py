@@ -25,7 +25,7 @@ RUNS_PATH = Path(__file__).parent / "catalog" / "training_runs.csv"
 DESIGN_COLUMNS = (
     "model", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
     "seq_len", "global_batch", "moe_experts", "moe_topk", "precision", "gpu", "n_gpus", "tp", "pp", "cp",
-    "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage", "tied_embeddings", "stack",
+    "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage", "tied_embeddings", "stack", "dropout",
 )
 PAPER_SOURCE = "narayanan21-table1"
 

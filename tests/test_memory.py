@@ -7,7 +7,8 @@ import objectives
 # a GPT-3-shaped model: MHA, GELU, d_ff = 4h, so Korthikanti's 34sbh + 5as^2b applies as printed
 S, B, H, A, L, V = 2048, 1, 12288, 96, 96, 51200
 BASE = dict(n_layers=L, d_model=H, n_heads=A, d_ff=4 * H, ffn_kind="gelu", vocab_size=V, seq_len=S,
-            gpu="h100-sxm", n_gpus=8, global_batch=8, pp=1, micro_batch=B, zero_stage=1, tied_embeddings=1)
+            gpu="h100-sxm", n_gpus=8, global_batch=8, pp=1, micro_batch=B, zero_stage=1, tied_embeddings=1,
+            stack="megatron-2021", dropout=1)  # the paper's setting: unfused attention, dropout
 
 
 def _activations_per_layer(t, sp, recompute):
@@ -75,6 +76,13 @@ def test_zero_stages(zero, weights, grads, optimizer):
     assert out["mem_weights_gb"][0] * 1e9 == pytest.approx(weights * params, rel=1e-12)
     assert out["mem_grads_gb"][0] * 1e9 == pytest.approx(grads * params, rel=1e-12)
     assert out["mem_optimizer_gb"][0] * 1e9 == pytest.approx(optimizer * params, rel=1e-12)
+
+
+def test_fused_attention_stores_no_scores():
+    # with flash attention, no recompute keeps the same activations as selective recompute
+    none = objectives.evaluate(dict(BASE, tp=8, sequence_parallel=1, recompute="none", stack="megatron-core"))
+    selective = objectives.evaluate(dict(BASE, tp=8, sequence_parallel=1, recompute="selective", stack="megatron-core"))
+    assert none["mem_activations_gb"][0] == selective["mem_activations_gb"][0]
 
 
 def test_memory_constraint_marks_infeasible():

@@ -31,7 +31,7 @@ COLUMNS = [
     "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
     "seq_len", "global_batch", "moe_experts", "moe_topk", "precision",
     "gpu", "n_gpus", "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute",
-    "sequence_parallel", "zero_stage", "tied_embeddings", "stack",
+    "sequence_parallel", "zero_stage", "tied_embeddings", "stack", "dropout",
     "measured_tokens_per_s_per_gpu", "measured_basis", "include", "exclude_reason",
     "published_tflops_per_gpu", "published_mfu_pct", "notes",
 ]
@@ -323,6 +323,9 @@ def build(rows):
                          "sequence parallelism existed in Megatron-LM in 2020")
         o["zero_stage"] = zs
         o["stack"] = stack_of(key, r["zero_or_fsdp"] or "")
+        # Megatron's GPT recipes train with hidden and attention dropout 0.1 (Megatron-LM and NeMo GPT
+        # defaults); Llama, Qwen3, Nemotron and MPT recipes use none
+        o["dropout"] = "1" if fam == "gpt" else "0"
         if "inferred" in (r["zero_or_fsdp"] or ""):
             notes.append("optimizer sharding inferred in the source data")
         if "Megatron-FSDP" in (r["zero_or_fsdp"] or ""):
