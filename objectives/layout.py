@@ -12,10 +12,10 @@ import numpy as np
 
 from objectives.base import Model
 
-__all__ = ["Layout"]
+__all__ = ["Layout", "divides"]
 
 
-def _divides(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def divides(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """True where a > 0 divides b exactly (float columns holding integers)."""
     q = b / a
     return (a > 0) & (q == np.floor(q))
@@ -40,16 +40,16 @@ class Layout(Model):
         m = c["global_batch"] / (dp * c["micro_batch"])
         moe = c["moe_experts"] > 0
         rules = (
-            _divides(model_parallel, c["n_gpus"]),
-            _divides(dp * c["micro_batch"], c["global_batch"]),
+            divides(model_parallel, c["n_gpus"]),
+            divides(dp * c["micro_batch"], c["global_batch"]),
             c["pp"] * c["vp"] <= c["n_layers"],
-            _divides(c["tp"], c["n_heads"]),
-            _divides(c["tp"], c["n_kv_heads"]) | _divides(c["n_kv_heads"], c["tp"]),
-            _divides(2.0 * c["cp"], c["seq_len"]),  # context parallelism splits s into 2*cp chunks
+            divides(c["tp"], c["n_heads"]),
+            divides(c["tp"], c["n_kv_heads"]) | divides(c["n_kv_heads"], c["tp"]),
+            divides(2.0 * c["cp"], c["seq_len"]),  # context parallelism splits s into 2*cp chunks
             (c["vp"] == 1) | (c["pp"] > 1),  # interleaving needs a pipeline
             # experts: ep splits moe_experts and is carved out of dp*cp, or of tp*dp*cp with expert tensor
             # parallelism 1 (Megatron-Core MoE parallel folding); dense models need ep = 1
-            np.where(moe, _divides(c["ep"], c["moe_experts"]) & _divides(c["ep"], dp * c["cp"] * c["tp"]), c["ep"] == 1),
+            np.where(moe, divides(c["ep"], c["moe_experts"]) & divides(c["ep"], dp * c["cp"] * c["tp"]), c["ep"] == 1),
         )
         broken = np.zeros_like(dp)
         for ok in rules:  # a handful of rules, each over whole columns
@@ -57,5 +57,5 @@ class Layout(Model):
         # Megatron lets the first and last stages hold fewer layers; the busiest stage sets the pace
         layers = np.ceil(c["n_layers"] / (c["pp"] * c["vp"])) * c["vp"]
         # expert tensor parallelism: experts keep tp while ep fits in dp*cp, else ep spans tp and experts are whole
-        etp = np.where(_divides(c["ep"], dp * c["cp"]), c["tp"], 1.0)
+        etp = np.where(divides(c["ep"], dp * c["cp"]), c["tp"], 1.0)
         return {"dp": dp, "layers_per_stage": layers, "etp": etp, "n_microbatches": m, "con_layout": broken}

@@ -13,17 +13,16 @@ interleaving only with a pipeline.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from objectives.calibration import Calibration
-from objectives.layout import Layout
+from objectives.layout import divides
 from objectives.pipeline import MAPPING_COLUMNS, prepare, run_models
 from objectives.table import CATEGORIES, Columns, as_columns, encode
 
-__all__ = ["DEFAULT_CHOICES", "search_mapping", "candidate_grid", "blank_cells", "CP_MIN_SEQ_LEN"]
+__all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "CP_MIN_SEQ_LEN"]
 
 DEFAULT_CHOICES: dict[str, tuple] = {
     "tp": (1, 2, 4, 8, 16, 32, 64),
@@ -37,8 +36,7 @@ DEFAULT_CHOICES: dict[str, tuple] = {
     "zero_stage": (1, 3),
 }
 CP_MIN_SEQ_LEN = 16384
-MAX_JOINED_ROWS = 1 << 17
-_LAYOUT = Layout()
+MAX_JOINED_ROWS = 1 << 16
 
 
 def blank_cells(values: np.ndarray) -> np.ndarray:
@@ -51,35 +49,76 @@ def blank_cells(values: np.ndarray) -> np.ndarray:
     return np.isin(np.char.lower(np.char.strip(as_str)), ("", "nan", "none_", "null"))
 
 
-def candidate_grid(columns: Sequence[str], choices: Mapping[str, Sequence]) -> Columns:
-    """Cartesian product of the choices of ``columns`` as float columns (categoricals encoded)."""
-    lists = []
-    for name in columns:
-        vals = np.asarray(list(choices[name]))
-        lists.append(encode(name, vals) if name in CATEGORIES else vals.astype(np.float64))
-    grid = np.array(list(itertools.product(*lists)), dtype=np.float64).reshape(-1, len(columns))
-    return {name: grid[:, i] for i, name in enumerate(columns)}
+# Staged enumeration: mapping columns are added one at a time, and each rule runs as soon as the columns it
+# reads exist, so invalid combinations are dropped before the next column multiplies them (Layout's rules,
+# plus the pruning rules of the module docstring). ``d`` holds the design's columns gathered per candidate.
+STAGES: tuple[tuple[str, object], ...] = (
+    ("tp", lambda m, d: (m["tp"] <= np.maximum(d["scaleup_size"], 1.0)) & divides(m["tp"], d["n_heads"])
+        & (divides(m["tp"], d["n_kv_heads"]) | divides(d["n_kv_heads"], m["tp"]))),
+    ("pp", lambda m, d: divides(m["tp"] * m["pp"], d["n_gpus"]) & (m["pp"] <= d["n_layers"])),
+    ("cp", lambda m, d: divides(m["tp"] * m["pp"] * m["cp"], d["n_gpus"]) & divides(2.0 * m["cp"], d["seq_len"])
+        & ((m["cp"] == 1) | (d["seq_len"] >= CP_MIN_SEQ_LEN))),
+    ("micro_batch", lambda m, d: divides(d["n_gpus"] / (m["tp"] * m["pp"] * m["cp"]) * m["micro_batch"], d["global_batch"])),
+    ("ep", lambda m, d: np.where(d["moe_experts"] > 0, divides(m["ep"], d["moe_experts"])
+                                 & divides(m["ep"], d["n_gpus"] / m["pp"]), m["ep"] == 1)),
+    ("vp", lambda m, d: ((m["vp"] == 1) | (m["pp"] > 1)) & (m["pp"] * m["vp"] <= d["n_layers"])),
+    ("sequence_parallel", lambda m, d: (m["sequence_parallel"] == 0) | (m["tp"] > 1)),
+    ("recompute", None),
+    ("zero_stage", None),
+)
+_DESIGN_COLUMNS = ("scaleup_size", "n_heads", "n_kv_heads", "n_gpus", "n_layers", "seq_len", "global_batch", "moe_experts")
 
 
-def _plausible(c: Columns) -> np.ndarray:
-    """Candidates that lay out and that the pruning rules keep."""
-    layout = _LAYOUT.compute(c, None)
-    return (
-        (layout["con_layout"] <= 0)
-        & (c["tp"] <= np.maximum(c["scaleup_size"], 1.0))
-        & ((c["cp"] == 1) | (c["seq_len"] >= CP_MIN_SEQ_LEN))
-        & ((c["sequence_parallel"] == 0) | (c["tp"] > 1))
-    )
+def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str],
+                       choices: Mapping[str, np.ndarray], sp_follows_tp: np.ndarray) -> tuple[np.ndarray, Columns]:
+    """Valid mapping candidates of ``rows``: (owner row of each candidate, mapping columns).
+
+    Searched columns take every value in ``choices``; the others keep the row's value, except that
+    sequence parallelism follows tp where ``sp_follows_tp``. A row left with no candidate gets one (its
+    given values, first choices) so that the model can say why it fails.
+    """
+    owner = rows
+    cand: Columns = {}
+    for name, rule in STAGES:
+        if name in searched:
+            values = choices[name]
+            owner = np.repeat(owner, len(values))
+            cand = {k: np.repeat(v, len(values)) for k, v in cand.items()}
+            cand[name] = np.tile(values, len(owner) // len(values))
+        elif name == "sequence_parallel":
+            cand[name] = np.where(sp_follows_tp[owner], (cand["tp"] > 1) * 1.0, floats[name][owner])
+        else:
+            cand[name] = floats[name][owner]
+        if rule is not None:
+            keep = rule(cand, {k: floats[k][owner] for k in _DESIGN_COLUMNS})
+            owner = owner[keep]
+            cand = {k: v[keep] for k, v in cand.items()}
+    lost = np.setdiff1d(rows, owner)
+    if len(lost):
+        owner = np.concatenate([owner, lost])
+        for name in cand:
+            fallback = np.full(len(lost), choices[name][0]) if name in searched else floats[name][lost]
+            cand[name] = np.concatenate([cand[name], fallback])
+    return owner, cand
 
 
-def _best(work: Columns, owner: np.ndarray, n_rows: int) -> np.ndarray:
-    """Index into ``work`` of each owner row's best candidate (feasible first, fastest, least memory)."""
+def _best(work: Columns, owner: np.ndarray) -> np.ndarray:
+    """Index of each owner's best candidate: feasible first, then least step time, then least HBM; an
+    infeasible row's least-infeasible candidate (layout, then precision, then memory overflow).
+    ``owner`` is sorted, so each row's candidates form one segment: O(n) segment minima, no sort."""
     feasible = work["feasible"]
     key1 = np.where(feasible, work["step_time_s"], np.inf)
-    key2 = np.where(feasible, work["hbm_used_gb"], work["con_memory"] + 1e9 * work["con_layout"] + 1e6 * work["con_precision"])
-    order = np.lexsort((key2, key1, ~feasible, owner))
-    first = np.unique(owner[order], return_index=True)[1]
-    return order[first]
+    key2 = np.where(feasible, work["hbm_used_gb"],
+                    work["con_memory"] + 1e9 * work["con_layout"] + 1e6 * work["con_precision"])
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    segment = np.cumsum(np.r_[True, owner[1:] != owner[:-1]]) - 1
+    any_feasible = np.maximum.reduceat(feasible, starts)
+    key1 = np.where(any_feasible[segment], key1, 0.0)  # rows with nothing feasible rank on key2 alone
+    tied = key1 == np.minimum.reduceat(key1, starts)[segment]
+    key2 = np.where(tied, key2, np.inf)
+    best = tied & (key2 == np.minimum.reduceat(key2, starts)[segment])
+    first = np.flatnonzero(best)
+    return first[np.r_[True, owner[first][1:] != owner[first][:-1]]]
 
 
 def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] | None = None,
@@ -105,6 +144,8 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
                 else np.where(blank[name], 1.0, col.astype(np.float64))
     _, floats = prepare(filled)
 
+    encoded = {name: (encode(name, np.asarray(list(v))) if name in CATEGORIES else np.asarray(v, dtype=np.float64))
+               for name, v in choices.items()}
     pattern = np.stack([searched[name] for name in MAPPING_COLUMNS], axis=1)
     patterns, group = np.unique(pattern, axis=0, return_inverse=True)
     group = group.reshape(-1)
@@ -112,27 +153,22 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
     for g, pat in enumerate(patterns):  # a few distinct blank-patterns, not rows
         rows = np.flatnonzero(group == g)
         cols = [name for name, s in zip(MAPPING_COLUMNS, pat) if s]
-        grid = candidate_grid(cols, choices) if cols else {}
-        k = len(next(iter(grid.values()))) if grid else 1
-        step = max(1, MAX_JOINED_ROWS // k)
-        for start in range(0, len(rows), step):
-            chunk = rows[start:start + step]
-            owner = np.repeat(chunk, k)
-            joined = {name: v[owner] for name, v in floats.items()}
-            for name, v in grid.items():
-                joined[name] = np.tile(v, len(chunk))
-            joined["sequence_parallel"] = np.where(sp_follows_tp[owner], (joined["tp"] > 1) * 1.0, joined["sequence_parallel"])
-            keep = _plausible(joined)
-            # a row with no plausible candidate is still evaluated once, to show why it fails
-            local = np.searchsorted(chunk, owner)
-            has_any = np.bincount(local, weights=keep, minlength=len(chunk)) > 0
-            keep[::k] |= ~has_any
-            idx = np.flatnonzero(keep)
-            work = run_models({name: v[idx] for name, v in joined.items()}, cal)
-            tried[chunk] = np.bincount(local[idx], minlength=len(chunk))
-            pick = _best(work, owner[idx], n)
+        owner, cand = enumerate_mappings(floats, rows, cols, encoded, sp_follows_tp)
+        tried += np.bincount(owner, minlength=n)
+        # evaluate in slices of whole rows that stay in cache
+        order = np.argsort(owner, kind="stable")
+        owner = owner[order]
+        cand = {k: v[order] for k, v in cand.items()}
+        bounds = np.searchsorted(owner, rows[::max(1, len(rows) * MAX_JOINED_ROWS // max(len(owner), 1))])
+        edges = np.unique(np.concatenate([bounds, [len(owner)]]))
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            idx = owner[lo:hi]
+            joined = {name: v[idx] for name, v in floats.items()}
+            joined.update({k: v[lo:hi] for k, v in cand.items()})
+            work = run_models(joined, cal)
+            pick = _best(work, idx)
             best_parts.append({name: v[pick] for name, v in work.items()})
-            owner_parts.append(owner[idx][pick])
+            owner_parts.append(idx[pick])
     owners = np.concatenate(owner_parts)
     order = np.argsort(owners)
     merged = {name: np.concatenate([p[name] for p in best_parts])[order] for name in best_parts[0]}

@@ -1,11 +1,9 @@
 """The vectorized mapping search against brute force, one candidate at a time."""
 
 import itertools
-
 import numpy as np
 
 import objectives
-from objectives.mapping import candidate_grid
 
 CHOICES = {"tp": (1, 2, 4, 8), "pp": (1, 2, 4), "micro_batch": (1, 2), "recompute": ("selective", "full"),
            "zero_stage": (1, 3), "vp": (1, 2)}
@@ -54,7 +52,17 @@ def test_given_mapping_cells_are_kept():
     assert out["n_mappings_tried"].min() > 1
 
 
-def test_candidate_grid_is_a_cartesian_product():
-    grid = candidate_grid(["tp", "recompute"], {"tp": (1, 2, 4), "recompute": ("none", "full")})
-    assert len(grid["tp"]) == 6
-    assert set(zip(grid["tp"], grid["recompute"])) == {(t, r) for t in (1, 2, 4) for r in (0.0, 2.0)}
+def test_staged_enumeration_keeps_only_valid_layouts():
+    from objectives.mapping import DEFAULT_CHOICES, enumerate_mappings
+    from objectives.pipeline import prepare
+    from objectives.table import encode
+
+    _, floats = prepare(dict(model="llama3-70b", gpu="h100-sxm", n_gpus=96, global_batch=192, tp=1, pp=1, micro_batch=1))
+    choices = {k: (encode(k, np.asarray(v)) if k == "recompute" else np.asarray(v, dtype=float)) for k, v in DEFAULT_CHOICES.items()}
+    owner, cand = enumerate_mappings(floats, np.array([0]), ["tp", "pp", "cp", "micro_batch", "vp"], choices, np.array([True]))
+    dp = 96 / (cand["tp"] * cand["pp"] * cand["cp"])
+    assert len(owner) > 10
+    assert np.all(dp == np.floor(dp)) and np.all(192 % (dp * cand["micro_batch"]) == 0)
+    assert np.all(cand["tp"] <= 8) and np.all(cand["cp"] == 1)  # tp inside the NVLink domain, cp only >= 16K tokens
+    assert np.all((cand["vp"] == 1) | (cand["pp"] > 1))
+    assert np.all(cand["sequence_parallel"] == (cand["tp"] > 1))
