@@ -5,15 +5,26 @@ Public API (the engine uses only these; see docs/model-contract.md):
 - :func:`evaluate` — metrics of designs with a fixed mapping;
 - :func:`search_mapping` — the best feasible mapping of each design, found by exhaustive vectorized search;
 - :data:`METRICS` — every output column with its unit; :data:`MAPPING_COLUMNS`;
+- :data:`INPUT_COLUMNS` — every column a design table may set;
 - :class:`InputError` — bad user input, naming the row and column.
 """
 
+from objectives import catalog as _catalog
 from objectives.mapping import DEFAULT_CHOICES, search_mapping
-from objectives.pipeline import MAPPING_COLUMNS, MODELS, evaluate, metrics
-from objectives.table import InputError
+from objectives.pipeline import DEFAULTS, MAPPING_COLUMNS, MODELS, REQUIRED, evaluate, metrics
+from objectives.table import CATEGORIES, InputError
 
 __version__ = "0.1.0"
 
 METRICS: dict[str, str] = metrics()
 
-__all__ = ["evaluate", "search_mapping", "METRICS", "MAPPING_COLUMNS", "MODELS", "DEFAULT_CHOICES", "InputError", "__version__"]
+#: every column a design table (a space) may set: required and defaulted columns, every catalog field
+#: (an override of the catalog id's value), the mapping, the categorical columns and the catalog ids
+INPUT_COLUMNS: frozenset[str] = frozenset(
+    set(REQUIRED) | set(DEFAULTS) | set(_catalog.GPU_FIELDS) | set(_catalog.MODEL_FIELDS)
+    | set(_catalog.NETWORK_FIELDS) | set(_catalog.STORAGE_FIELDS) | set(MAPPING_COLUMNS) | set(CATEGORIES)
+    | {"model", "gpu", "network", "storage", "n_gpus", "global_batch", "train_tokens", "d_head"}
+)
+
+__all__ = ["evaluate", "search_mapping", "METRICS", "INPUT_COLUMNS", "MAPPING_COLUMNS", "MODELS", "DEFAULT_CHOICES",
+           "InputError", "__version__"]

@@ -12,7 +12,10 @@ then all-gather inside), the ring bandwidth terms of Thakur et al. (2005) and Pa
 All-reduce latency uses a tree depth, 2*ceil(log2 g) hops of alpha per tier, as NCCL picks tree or
 NVLS-tree algorithms once rings get long; reduce-scatter and all-gather have only ring algorithms in NCCL,
 so their latency is (g-1) hops per tier (NCCL tuning model, hardware-catalog S28). Bandwidths are bytes/s per GPU
-per direction; ``B_out`` already carries the NIC efficiency and any oversubscription.
+per direction; ``B_out`` already carries the NIC efficiency. Ring collectives pass data to the next
+domain on the same rail, which in a rail-optimized fat tree mostly shares a leaf, so they use ``B_out``;
+all-to-all and pipeline sends spread over the fabric and cross the leaf uplinks, so they use ``B_cross``
+(``B_out`` over the oversubscription the job meets; objectives.topology).
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ __all__ = ["Tiers", "split_tiers", "all_reduce_s", "reduce_scatter_s", "all_gath
 class Tiers:
     """Per-row bandwidths (bytes/s) and latencies (s) of the scale-up and scale-out tiers."""
 
-    __slots__ = ("size", "bw_up", "bw_out", "lat_up", "lat_out")
+    __slots__ = ("size", "bw_up", "bw_out", "lat_up", "lat_out", "bw_cross")
 
-    def __init__(self, size, bw_up, bw_out, lat_up, lat_out):
+    def __init__(self, size, bw_up, bw_out, lat_up, lat_out, bw_cross=None):
         self.size, self.bw_up, self.bw_out, self.lat_up, self.lat_out = size, bw_up, bw_out, lat_up, lat_out
+        self.bw_cross = bw_out if bw_cross is None else bw_cross  # traffic through the leaf uplinks
 
 
 def split_tiers(group: np.ndarray, stride: np.ndarray, tiers: Tiers) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +79,7 @@ def all_to_all_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     """
     g_in, g_out = split_tiers(group, stride, tiers)
     inside = (g_in - 1.0) / group * nbytes / tiers.bw_up
-    outside = (group - g_in) / group * nbytes / tiers.bw_out
+    outside = (group - g_in) / group * nbytes / tiers.bw_cross
     lat = (g_in > 1) * tiers.lat_up + (g_out > 1) * tiers.lat_out
     return np.maximum(inside, outside) + lat * (group > 1)
 
@@ -83,6 +87,6 @@ def all_to_all_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
 def p2p_s(nbytes, stride, tiers: Tiers) -> np.ndarray:
     """Point-to-point send of ``nbytes`` to the neighbour ``stride`` ranks away (pipeline stages)."""
     inside = stride < tiers.size
-    bw = np.where(inside, tiers.bw_up, tiers.bw_out)
+    bw = np.where(inside, tiers.bw_up, tiers.bw_cross)
     lat = np.where(inside, tiers.lat_up, tiers.lat_out)
     return nbytes / bw + lat

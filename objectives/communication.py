@@ -30,6 +30,7 @@ import numpy as np
 from objectives.base import Model
 from objectives.calibration import trait
 from objectives.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s, ring_latency_s
+from objectives.topology import scaleout_bw, scaleout_latency_s
 
 __all__ = ["Communication", "tiers_of"]
 
@@ -40,13 +41,21 @@ _EP_OVERLAP = trait("ep_overlap")
 
 
 def tiers_of(c, cal) -> Tiers:
-    """Scale-up and scale-out bandwidth (bytes/s per GPU per direction) and latency of each row."""
+    """Scale-up and scale-out bandwidth (bytes/s per GPU per direction) and latency of each row.
+
+    Scale-out comes from the fabric (``objectives.topology``): NIC rate x efficiency for ring collectives,
+    divided by the oversubscription the job meets above the leaf for all-to-all and pipeline sends; the
+    calibrated network latency plus the switch hops of a named network (none for a row that names no
+    network, whose figures are those the model was calibrated with).
+    """
+    bw_out = scaleout_bw(c, cal)
     return Tiers(
         size=c["scaleup_size"],
         bw_up=c["scaleup_gbps"] * 1e9 * cal.scaleup_eff,
-        bw_out=c["nic_gbps"] * 1e9 * cal.scaleout_eff / np.maximum(c["oversubscription"], 1.0),
+        bw_out=bw_out,
         lat_up=cal.scaleup_latency_s,
-        lat_out=cal.scaleout_latency_s,
+        lat_out=scaleout_latency_s(c, cal),
+        bw_cross=bw_out / np.maximum(c["net_oversub_seen"], 1.0),
     )
 
 
@@ -55,7 +64,8 @@ class Communication(Model):
         "d_model", "n_kv_heads", "d_head", "seq_len", "moe_experts", "moe_topk", "layers_per_stage",
         "tp", "pp", "cp", "ep", "vp", "dp", "micro_batch", "n_microbatches", "recompute", "sequence_parallel",
         "zero_stage", "params_per_gpu", "time_attn_fwd_s", "time_layer_fwd_s", "time_layer_bwd_s",
-        "time_compute_mb_s", "scaleup_size", "scaleup_gbps", "nic_gbps", "oversubscription", "stack",
+        "time_compute_mb_s", "scaleup_size", "scaleup_gbps", "nic_gbps", "net_eff_rel", "net_oversub_seen",
+        "net_hop_latency_s", "net_hops", "stack",
     )
     provides = {
         "time_tp_comm_mb_s": "s; exposed tensor-parallel communication per micro-batch per stage",

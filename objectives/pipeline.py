@@ -14,18 +14,28 @@ import numpy as np
 from objectives import catalog
 from objectives.base import Model
 from objectives.calibration import Calibration
+from objectives.checkpoint import Checkpoint
 from objectives.communication import Communication
 from objectives.compute import ComputeTime
+from objectives.cost import Cost
 from objectives.layout import Layout
 from objectives.memory import Memory
+from objectives.power import Power
+from objectives.reliability import Reliability
 from objectives.steptime import StepTime
+from objectives.topology import Topology
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
 from objectives.transformer import TransformerMath
 
 __all__ = ["MODELS", "MAPPING_COLUMNS", "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics"]
 
-#: the model modules, in data-flow order
-MODELS: tuple[Model, ...] = (TransformerMath(), Layout(), Memory(), ComputeTime(), Communication(), StepTime())
+#: the model modules, in data-flow order. Topology comes before Communication because the fabric's
+#: bandwidth and latency feed the collectives; the cluster economics (checkpoints, failures, power, cost)
+#: follow StepTime.
+MODELS: tuple[Model, ...] = (
+    TransformerMath(), Layout(), Memory(), ComputeTime(), Topology(), Communication(), StepTime(),
+    Checkpoint(), Reliability(), Power(), Cost(),
+)
 
 MAPPING_COLUMNS = ("tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage")
 
@@ -34,6 +44,13 @@ DEFAULTS: dict[str, float] = {
     "cp": 1.0, "ep": 1.0, "vp": 1.0, "zero_stage": 1.0, "recompute": 0.0, "precision": 0.0,
     "moe_experts": 0.0, "moe_topk": 0.0, "tied_embeddings": 0.0, "ffn_kind": 1.0, "oversubscription": 1.0,
     "train_tokens": np.nan, "stack": 0.0, "dropout": 0.0,
+    # cluster economics (issue 4): checkpoints synchronous, the cluster owned; NaN = derived by the model
+    "ckpt_mode": 0.0, "cost_mode": 0.0, "ckpt_every_s": np.nan, "storage_units_min": np.nan, "dataset_tb": np.nan,
+    # GPU columns a table without a `gpu` id may lack (costs and power come out NaN, or from gpu_tdp_w)
+    "gpu_tdp_w": np.nan, "server_usd_per_gpu": np.nan, "server_w_per_gpu": np.nan, "server_gpus": np.nan,
+    "cloud_usd_per_gpu_hr": np.nan,
+    # prices and operating assumptions, each with its source in catalog/prices.yaml
+    **catalog.operating_defaults(),
 }
 #: columns every row needs, after catalog expansion, with the smallest valid value
 REQUIRED: dict[str, float] = {

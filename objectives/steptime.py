@@ -43,8 +43,8 @@ class StepTime(Model):
         "tokens_per_s_per_gpu": "tokens/s; per GPU",
         "model_tflops_per_gpu": "TFLOP/s; model FLOPs (recompute excluded) per GPU",
         "mfu": "fraction; model FLOPs utilisation against dense peak at the run's precision",
-        "time_to_train_days": "days; train_tokens at this throughput (no failures; see goodput)",
-        "gpu_hours": "GPU-hours; n_gpus x time to train",
+        "time_to_train_ideal_days": "days; train_tokens at this throughput, no failures (time_to_train_days adds them)",
+        "gpu_hours": "GPU-hours; n_gpus x time_to_train_ideal_days (no failures)",
         "feasible": "bool; every con_* <= 0",
     }
 
@@ -77,7 +77,7 @@ class StepTime(Model):
             "tokens_per_s_per_gpu": tps_gpu,
             "model_tflops_per_gpu": model_tflops,
             "mfu": model_tflops * 1e12 / c["peak_flops_per_s"],
-            "time_to_train_days": train_s / SECONDS_PER_DAY,
+            "time_to_train_ideal_days": train_s / SECONDS_PER_DAY,
             "gpu_hours": c["n_gpus"] * train_s / 3600.0,
             "feasible": feasible,
         }

@@ -33,12 +33,16 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "recompute": ("none", "selective", "full"),
     "ffn_kind": ("gelu", "swiglu"),
     "stack": STACKS,
+    "ckpt_mode": ("sync", "async"),  # checkpoint writes stall training, or only the GPU->host copy does
+    "cost_mode": ("owned", "cloud"),  # buy the cluster (capex amortized, power, upkeep) or rent it per GPU-hour
 }
 _ALIASES = {
     "precision": {"fp16": "bf16", "bfloat16": "bf16", "float8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"},
     "recompute": {"no": "none", "false": "none", "true": "full"},
     "stack": {"megatron": "megatron-core", "nemo": "megatron-core", "megatron-bridge": "megatron-core", "fsdp": "pytorch-fsdp"},
     "ffn_kind": {"swiglu": "swiglu", "silu": "swiglu", "geglu": "swiglu", "gelu": "gelu", "relu": "gelu"},
+    "ckpt_mode": {"synchronous": "sync", "asynchronous": "async"},
+    "cost_mode": {"own": "owned", "buy": "owned", "on-prem": "owned", "onprem": "owned", "rent": "cloud", "rented": "cloud"},
 }
 
 

@@ -1,8 +1,17 @@
-"""Sourced catalogs (GPUs, models) and their expansion into design-table columns.
+"""Sourced catalogs (GPUs, models, networks, storage, prices) and their expansion into design-table columns.
 
-Each number in ``gpus.yaml`` and ``models.yaml`` carries its source; ``SOURCES.md`` lists them. A table
-row names a catalog id (``gpu: h100-sxm``, ``model: llama3-70b``) and gets that entry's numeric columns,
-except where the table already has the column: that is a what-if override (``gpu_hbm_tbps: 8``).
+Each number in ``gpus.yaml``, ``models.yaml``, ``networks.yaml``, ``storage.yaml`` and ``prices.yaml``
+carries its source; ``SOURCES.md`` lists them. A table row names a catalog id (``gpu: h100-sxm``,
+``model: llama3-70b``, ``network: ib-ndr-400``, ``storage: pfs-large``) and gets that entry's numeric
+columns, except where the table already has the column: that is a what-if override (``gpu_hbm_tbps: 8``).
+
+Networks: a row that names a network gets its NIC speed (``nic_gbps``) and, for an NVL72 fabric, its
+scale-up size, over the GPU's, unless the table gives those columns. A row that names none (or leaves the
+cell blank) is costed as its GPU's natural fabric (:func:`natural_network`: InfiniBand at the GPU's NIC
+speed) and keeps the training model's calibrated network in the step-time model: its NIC speed stays the
+GPU's and its switch-hop latency is 0 (the calibrated NCCL latency stands for the whole path). Storage: a
+row that names none gets :data:`DEFAULT_STORAGE`. ``prices.yaml`` holds the defaults of the economic and
+operating columns (:func:`operating_defaults`).
 """
 
 from __future__ import annotations
@@ -16,7 +25,9 @@ import yaml
 
 from objectives.table import CATEGORIES, InputError, is_constant
 
-__all__ = ["GPU_FIELDS", "MODEL_FIELDS", "gpus", "models", "gpu_ids", "model_ids", "expand"]
+__all__ = ["GPU_FIELDS", "MODEL_FIELDS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "gpus", "models",
+           "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids", "operating_defaults",
+           "natural_network", "expand"]
 
 HERE = Path(__file__).parent
 
@@ -24,7 +35,22 @@ GPU_FIELDS = (
     "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops",
     "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3",
     "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "nic_gbps", "gpu_tdp_w",
+    "server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr",
 )
+NETWORK_FIELDS = (
+    "nic_gbps", "scaleup_size", "net_switch_radix", "net_eff_rel", "net_hop_latency_s", "net_switch_usd",
+    "net_switch_w", "net_optic_usd", "net_optic_w", "net_cable_usd", "net_nic_usd",
+)
+STORAGE_FIELDS = (
+    "storage_unit_tb", "storage_unit_read_gbps", "storage_unit_write_gbps", "storage_unit_usd", "storage_unit_w",
+    "storage_cloud_usd_per_tb_month",
+)
+#: the storage a row gets when it names none
+DEFAULT_STORAGE = "pfs-large"
+#: natural fabric by the GPU's NIC speed (GB/s per GPU): up to 25 -> 200G, up to 50 -> 400G, above -> 800G
+_NATURAL = ((25.0, "ib-ndr-200"), (50.0, "ib-ndr-400"), (np.inf, "ib-xdr-800"))
+# fields a named network sets over the GPU's own (unless the table gives them)
+_NET_OVER_GPU = ("nic_gbps", "scaleup_size")
 MODEL_FIELDS = (
     "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
     "seq_len", "moe_experts", "moe_topk", "tied_embeddings",
@@ -73,12 +99,52 @@ def models() -> dict[str, dict[str, float]]:
     return out
 
 
+@functools.cache
+def networks() -> dict[str, dict[str, float]]:
+    """Network id -> {field: value} (NaN where the fabric leaves a field to the GPU: scaleup_size)."""
+    raw = yaml.safe_load((HERE / "networks.yaml").read_text())["networks"]
+    return {nid: {f: _value(spec.get(f)) for f in NETWORK_FIELDS} for nid, spec in raw.items()}
+
+
+@functools.cache
+def storage() -> dict[str, dict[str, float]]:
+    """Storage id -> {field: value}."""
+    raw = yaml.safe_load((HERE / "storage.yaml").read_text())["storage"]
+    return {sid: {f: _value(spec.get(f)) for f in STORAGE_FIELDS} for sid, spec in raw.items()}
+
+
+@functools.cache
+def operating_defaults() -> dict[str, float]:
+    """prices.yaml: column -> default value (energy, facility, amortization, reliability, checkpoints)."""
+    raw = yaml.safe_load((HERE / "prices.yaml").read_text())["defaults"]
+    return {name: _value(entry) for name, entry in raw.items()}
+
+
+def _natural_index(nic_gbps: np.ndarray) -> np.ndarray:
+    """Index into _NATURAL of each row's natural fabric (by NIC speed; NaN -> the fastest)."""
+    limits = np.array([lim for lim, _ in _NATURAL[:-1]])
+    return np.searchsorted(limits, np.asarray(nic_gbps, dtype=np.float64), side="left")
+
+
+def natural_network(nic_gbps: np.ndarray) -> np.ndarray:
+    """The fabric a GPU ships for: InfiniBand at its NIC speed (object array of network ids)."""
+    return np.array([nid for _, nid in _NATURAL], dtype=object)[_natural_index(nic_gbps)]
+
+
 def gpu_ids() -> list[str]:
     return sorted(gpus())
 
 
 def model_ids() -> list[str]:
     return sorted(models())
+
+
+def network_ids() -> list[str]:
+    return sorted(networks())
+
+
+def storage_ids() -> list[str]:
+    return sorted(storage())
 
 
 def _expand_one(cols: dict, key: str, catalog: dict, fields: tuple[str, ...], strict: bool) -> dict:
@@ -109,13 +175,99 @@ def _expand_one(cols: dict, key: str, catalog: dict, fields: tuple[str, ...], st
     return new
 
 
+def _id_codes(cols: dict, key: str, catalog: dict) -> np.ndarray:
+    """Index into list(catalog) of each row's id, -1 where the cell is blank or the column absent.
+
+    Works on the distinct labels only (pandas factorize), and keeps a constant column constant.
+    """
+    n = len(next(iter(cols.values())))
+    given = cols.get(key)
+    if given is None:
+        return np.broadcast_to(np.intp(-1), (n,))
+    names = list(catalog)
+    if is_constant(given):
+        one = _id_codes({key: np.asarray(given[:1])}, key, catalog)
+        return np.broadcast_to(one, (n,))
+    inverse, uniq = pd.factorize(np.asarray(given))  # blank (None/NaN) cells get -1
+    lut = np.full(len(uniq) + 1, -1, dtype=np.intp)  # the last entry serves code -1
+    for i, u in enumerate(uniq):  # distinct labels, not rows
+        label = str(u).strip()
+        if label in ("", "nan", "None"):
+            continue
+        if label not in catalog:
+            row = int(np.argmax(inverse == i))
+            raise InputError(f"unknown {key} '{label}'; known: {', '.join(sorted(catalog))}", column=key, row=row)
+        lut[i] = names.index(label)
+    return lut[inverse]
+
+
+def _lookup(codes: np.ndarray, catalog: dict, fields: tuple[str, ...], cols: dict) -> dict:
+    """Each field's catalog value by row (codes index list(catalog)); a table value overrides it."""
+    names = list(catalog)
+    const = is_constant(codes)
+    new = {}
+    for f in fields:
+        lut = np.array([catalog[name][f] for name in names], dtype=np.float64)
+        values = np.broadcast_to(lut[codes[:1]], codes.shape) if const else lut[codes]
+        if f in cols:  # an override: keep the table's value where it has one
+            given = np.asarray(cols[f], dtype=np.float64)
+            values = np.where(np.isnan(given), values, given)
+        new[f] = values
+    return new
+
+
+def _expand_network(cols: dict, out: dict) -> dict:
+    """Network columns of every row: the named fabric, or the GPU's natural one (see the module doc)."""
+    n = len(next(iter(cols.values())))
+    catalog = networks()
+    codes = _id_codes(cols, "network", catalog)
+    named = codes >= 0
+    if not named.all():
+        if "nic_gbps" not in out:
+            return {}  # no GPU and no NIC speed: prepare() reports the missing nic_gbps
+        names = list(catalog)
+        to_catalog = np.array([names.index(nid) for _, nid in _NATURAL], dtype=np.intp)
+        nic = out["nic_gbps"]
+        if is_constant(nic) and is_constant(codes):
+            natural = np.broadcast_to(to_catalog[_natural_index(nic[:1])], (n,))
+            codes = natural if not named[0] else codes
+        else:
+            codes = np.where(named, codes, to_catalog[_natural_index(nic)])
+    own = tuple(f for f in NETWORK_FIELDS if f not in _NET_OVER_GPU)
+    res = _lookup(codes, catalog, own, cols)
+    over = _lookup(codes, catalog, _NET_OVER_GPU, {})
+    for f in _NET_OVER_GPU:  # user value > named network's > GPU's
+        if not named.any():
+            break
+        base = np.asarray(out[f], dtype=np.float64) if f in out else np.full(n, np.nan)
+        user = np.isfinite(np.asarray(cols[f], dtype=np.float64)) if f in cols else False
+        take = named & ~user & np.isfinite(over[f])
+        if take.any():
+            res[f] = np.where(take, over[f], base)
+    user = np.isfinite(np.asarray(cols["net_hop_latency_s"], dtype=np.float64)) if "net_hop_latency_s" in cols else False
+    keep = named | user
+    if not keep.all():  # unnamed rows: the calibrated NCCL latency covers the path
+        res["net_hop_latency_s"] = np.where(keep, res["net_hop_latency_s"], 0.0)
+    return res
+
+
 def expand(cols: dict) -> dict:
-    """Columns with every catalog id (``gpu``, ``model``) expanded; returns a new dict, input untouched."""
+    """Columns with every catalog id (``gpu``, ``model``, ``network``, ``storage``) expanded; returns a new
+    dict, input untouched. Rows without a network or storage get their defaults (module doc)."""
     out = dict(cols)
+    if not cols:
+        return out
     if "model" in cols:
         # a model name outside the catalog is fine when the row spells out its architecture
         spelled_out = all(f in cols for f in ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size"))
         out.update(_expand_one(cols, "model", models(), MODEL_FIELDS, strict=not spelled_out))
     if "gpu" in cols:
         out.update(_expand_one(cols, "gpu", gpus(), GPU_FIELDS, strict=True))
+    out.update(_expand_network(cols, out))
+    codes = _id_codes(cols, "storage", storage())
+    if not (codes >= 0).all():
+        default = np.intp(list(storage()).index(DEFAULT_STORAGE))
+        codes = np.broadcast_to(default, codes.shape) if is_constant(codes) or "storage" not in cols \
+            else np.where(codes >= 0, codes, default)
+    out.update(_lookup(codes, storage(), STORAGE_FIELDS, cols))
     return out

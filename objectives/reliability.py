@@ -1,0 +1,113 @@
+"""Failures and goodput: interruptions that grow with GPU count, checkpoint interval, time lost, real time to train.
+
+Interruption rate (Llama 3 report, 2024, via hardware-catalog 5.1, S95/S96): 419 unexpected and 47
+planned interruptions in 54 days on 16,384 H100s, i.e. one unexpected interruption per ``gpu_mtbi_h`` =
+50,677 GPU-hours and one planned per ``gpu_planned_mtbi_h`` = 451,780. Failures are independent per GPU, so
+a job of n GPUs is interrupted n times as often: a 16,384-GPU job every 50,677/16,384 = 3.09 h unexpectedly
+and every 2.78 h counting planned stops (the report's 466 in 54 days). Epoch's H100 MTBF of 50,000 hours
+(S61) agrees.
+
+Checkpoint interval (S100): Young (1974) T = sqrt(2 delta M); Daly (2006)
+T = sqrt(2 delta M) [1 + sqrt(delta/(2M))/3 + delta/(18 M)] - delta for delta < 2M, else M, with delta the
+stall per checkpoint (``ckpt_stall_s``) and M the job's mean time between unexpected interruptions. The
+interval is Daly's unless a space fixes ``ckpt_every_s``, and never shorter than a training step nor, when
+checkpoints are asynchronous, than the previous checkpoint's background write (``ckpt_lag_s``).
+
+Goodput, the fraction of wall-clock time that advances training: Daly's (2006) expected wall time per
+segment of T seconds of work, with exponential failures and a restart R (``restart_fixed_s`` plus reading
+the checkpoint back) that can itself fail:  E = M e^(R/M) (e^((T+delta)/M) - 1). An asynchronous
+checkpoint becomes durable only ``ckpt_lag_s`` after it is taken, which adds that lag to the work each
+failure loses (folded into R). Planned interruptions cost a checkpoint and a restart each, every M_p. So
+
+    goodput = T / E  x  M_p / (M_p + R + delta)        time_to_train_days = ideal days / goodput
+
+The lost time, 1 - goodput, is split in proportion to the first-order terms of hardware-catalog 5.3
+(checkpoint stalls delta/(T+delta), rework ((T+delta)/2 + lag)/M, restarts R/M, planned stops
+(R+delta)/M_p), so goodput + lost_*_frac = 1. These losses are apart from the step-time breakdown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.base import Model
+
+__all__ = ["Reliability", "young_interval_s", "daly_interval_s", "daly_goodput"]
+
+SECONDS_PER_HOUR = 3600.0
+_EXP_MAX = 700.0  # exp() stays finite; beyond it the goodput is 0 to double precision anyway
+
+
+def young_interval_s(delta_s, mtbf_s):
+    """Young (1974): first-order optimum compute time between checkpoints, sqrt(2 delta M)."""
+    return np.sqrt(2.0 * np.asarray(delta_s, dtype=np.float64) * mtbf_s)
+
+
+def daly_interval_s(delta_s, mtbf_s):
+    """Daly (2006) higher-order optimum: sqrt(2dM)[1 + sqrt(d/2M)/3 + (d/2M)/9] - d for d < 2M, else M."""
+    d = np.asarray(delta_s, dtype=np.float64)
+    m = np.asarray(mtbf_s, dtype=np.float64)
+    x = d / (2.0 * m)
+    return np.where(d < 2.0 * m, np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d, m)
+
+
+def daly_goodput(interval_s, delta_s, restart_s, mtbf_s):
+    """Useful fraction T / E with E = M e^(R/M) (e^((T+d)/M) - 1) (Daly 2006, exponential failures)."""
+    m = np.asarray(mtbf_s, dtype=np.float64)
+    t = np.asarray(interval_s, dtype=np.float64)
+    wall = m * np.exp(np.minimum(restart_s / m, _EXP_MAX)) * np.expm1(np.minimum((t + delta_s) / m, _EXP_MAX))
+    return t / wall
+
+
+class Reliability(Model):
+    requires = (
+        "n_gpus", "gpu_mtbi_h", "gpu_planned_mtbi_h", "restart_fixed_s", "ckpt_every_s", "ckpt_stall_s",
+        "ckpt_lag_s", "ckpt_read_s", "step_time_s", "time_to_train_ideal_days",
+    )
+    provides = {
+        "job_mtbf_h": "h; mean time between unexpected interruptions of the whole job",
+        "job_mtti_h": "h; mean time between interruptions of the job, planned ones included",
+        "ckpt_interval_s": "s; compute time between checkpoints (Young/Daly optimum unless ckpt_every_s is set)",
+        "restart_s": "s; from an interruption back to training: fixed restart plus checkpoint read",
+        "goodput": "fraction; wall-clock time that advances training (Daly 2006)",
+        "lost_ckpt_frac": "fraction; wall-clock time in checkpoint stalls",
+        "lost_rework_frac": "fraction; wall-clock time redoing work lost since the last durable checkpoint",
+        "lost_restart_frac": "fraction; wall-clock time restarting after unexpected interruptions",
+        "lost_planned_frac": "fraction; wall-clock time in planned stops (checkpoint and restart)",
+        "time_to_train_days": "days; train_tokens including failures, restarts and checkpoints (ideal / goodput)",
+        "n_interruptions": "count; interruptions expected over the run, planned ones included",
+    }
+
+    def compute(self, c, cal):
+        n = c["n_gpus"]
+        m = c["gpu_mtbi_h"] * SECONDS_PER_HOUR / n
+        mp = c["gpu_planned_mtbi_h"] * SECONDS_PER_HOUR / n
+        delta, lag = c["ckpt_stall_s"], c["ckpt_lag_s"]
+        restart = c["restart_fixed_s"] + c["ckpt_read_s"]
+        chosen = np.where(np.isnan(c["ckpt_every_s"]), daly_interval_s(delta, m), c["ckpt_every_s"])
+        interval = np.maximum(np.maximum(chosen, lag - delta), c["step_time_s"])
+        planned = 1.0 / (1.0 + (restart + delta) / mp)  # = M_p / (M_p + R + delta); 1 with no planned stops
+        goodput = daly_goodput(interval, delta, restart + lag, m) * planned
+        terms = (
+            delta / (interval + delta),
+            ((interval + delta) / 2.0 + lag) / m,
+            restart / m,
+            (restart + delta) / mp,
+        )
+        total = terms[0] + terms[1] + terms[2] + terms[3]
+        share = (1.0 - goodput) / np.where(total > 0, total, 1.0)
+        days = c["time_to_train_ideal_days"] / goodput
+        mtti_h = 1.0 / (n / c["gpu_mtbi_h"] + n / c["gpu_planned_mtbi_h"])
+        return {
+            "job_mtbf_h": m / SECONDS_PER_HOUR,
+            "job_mtti_h": mtti_h,
+            "ckpt_interval_s": interval,
+            "restart_s": restart,
+            "goodput": goodput,
+            "lost_ckpt_frac": terms[0] * share,
+            "lost_rework_frac": terms[1] * share,
+            "lost_restart_frac": terms[2] * share,
+            "lost_planned_frac": terms[3] * share,
+            "time_to_train_days": days,
+            "n_interruptions": days * 24.0 / mtti_h,
+        }

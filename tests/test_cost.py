@@ -1,0 +1,115 @@
+"""Cost of a training run (objectives/cost.py): one design's TCO written out by hand, owned and cloud."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import objectives
+from objectives import catalog
+from objectives.calibration import Calibration
+from objectives.cost import Cost
+from objectives.pipeline import DEFAULTS
+
+CATALOG = Path(catalog.__file__).parent
+
+# The 1,024-H100 cluster of test_power.py: 400G InfiniBand (48 switches, 2,048 cables), one pfs-large unit.
+DESIGN = dict(model="llama3-70b", gpu="h100-sxm", n_gpus=1024, global_batch=1024, seq_len=8192, tp=8, pp=4,
+              micro_batch=1, train_tokens=15e12, network="ib-ndr-400", storage="pfs-large")
+
+# Its capital cost, by hand:
+SERVERS = 1024 * 36_750                      # HGX H100 $310k / 8 - $2,000 NIC = $36,750 a GPU: 37,632,000
+NETWORK = (48 * 43_000                       # switches 2,064,000
+           + 2 * 2048 * 500 + 2048 * 100     # transceivers 2,048,000 + fibre 204,800
+           + 1024 * 2_000)                   # NICs 2,048,000  -> 6,364,800
+STORAGE = 250_000                            # one pfs-large unit
+PEAK_MW = 1.372912                           # 1,024 x 1,275 W + 64,512 W fabric + 2,800 W storage
+FACILITY = PEAK_MW * 10.7e6                  # $10.7M per MW: 14,690,158.40
+POWER_MW = 1.30814                           # PUE 1.25 x 1,046,512 W at training load
+
+
+def _cost_inputs(mode, days=30.0, need_tb=62.0):
+    c = dict(cost_mode=mode, n_gpus=1024.0, train_tokens=1e12, time_to_train_days=days, server_usd_per_gpu=36_750.0,
+             cloud_usd_per_gpu_hr=3.24, net_capex_usd=NETWORK, storage_capex_usd=STORAGE, storage_need_tb=need_tb,
+             storage_cloud_usd_per_tb_month=210.0, power_mw=POWER_MW, power_it_peak_mw=PEAK_MW)
+    c.update({k: DEFAULTS[k] for k in Cost.requires if k not in c})
+    return {k: np.atleast_1d(np.float64(v)) for k, v in c.items()}
+
+
+def test_pipeline_feeds_cost_the_hand_figures():
+    out = objectives.evaluate(DESIGN)
+    assert out["capex_servers_usd"][0] == SERVERS == 37_632_000
+    assert out["net_capex_usd"][0] == NETWORK == 6_364_800
+    assert out["storage_capex_usd"][0] == STORAGE
+    assert out["power_it_peak_mw"][0] == pytest.approx(PEAK_MW)
+    assert out["power_mw"][0] == pytest.approx(POWER_MW)
+    # capex = 37,632,000 + 6,364,800 + 250,000 + 14,690,158.40 = 58,936,958.40
+    assert out["capex_facility_usd"][0] == pytest.approx(FACILITY)
+    assert out["capex_usd"][0] == pytest.approx(58_936_958.40)
+
+
+def test_owned_tco_breakdown_by_hand():
+    out = Cost()(_cost_inputs(mode=0), Calibration.load())
+    years = 30 / 365.25  # 0.0821355
+    # servers: 37,632,000 x 0.0821355 x (1/5 years + 6% upkeep) = 803,640.25
+    assert out["tco_compute_usd"][0] == pytest.approx(SERVERS * years * (1 / 5 + 0.06)) == pytest.approx(803_640.25)
+    # network: 6,364,800 x 0.0821355 x 0.26 = 135,921.81
+    assert out["tco_network_usd"][0] == pytest.approx(135_921.81)
+    # storage: 250,000 x 0.0821355 x 0.26 = 5,338.81
+    assert out["tco_storage_usd"][0] == pytest.approx(5_338.81)
+    # energy: 1.30814 MW x 1,000 x 720 h x $0.08 = 75,348.86
+    assert out["tco_power_usd"][0] == pytest.approx(75_348.86)
+    # facility: 14,690,158.40 x 0.0821355 / 14 years = 86,184.56
+    assert out["tco_facility_usd"][0] == pytest.approx(86_184.56)
+    # total 1,106,434.29; per million of 1e12 tokens: 1.1064; per GPU-hour: / (1,024 x 720) = 1.50070
+    assert out["tco_usd"][0] == pytest.approx(1_106_434.29)
+    assert out["usd_per_mtok"][0] == pytest.approx(1.10643429)
+    assert out["usd_per_gpu_hr"][0] == pytest.approx(1.50070, abs=1e-5)  # hardware-catalog 4.5: break-even ~$1.65
+    assert out["capex_usd"][0] == pytest.approx(58_936_958.40)
+
+
+def test_cloud_tco_by_hand():
+    out = Cost()(_cost_inputs(mode=1), Calibration.load())
+    # 1,024 GPUs x 720 h x $3.24 = 2,388,787.20; 62 TB x $210 per TB-month x 30 / 30.4375 days = 12,832.85
+    assert out["tco_compute_usd"][0] == pytest.approx(2_388_787.20)
+    assert out["tco_storage_usd"][0] == pytest.approx(12_832.85, abs=0.01)
+    assert out["tco_network_usd"][0] == out["tco_power_usd"][0] == out["tco_facility_usd"][0] == 0
+    assert out["tco_usd"][0] == pytest.approx(2_401_620.05, abs=0.01)
+    # the capital cost of the design is reported in both modes
+    assert out["capex_usd"][0] == pytest.approx(58_936_958.40)
+
+
+def test_breakdown_sums_and_mode_from_a_space():
+    out = objectives.evaluate({**DESIGN, "cost_mode": np.array(["owned", "cloud"]), "n_gpus": np.array([1024.0, 1024.0])})
+    parts = sum(out[k] for k in ("tco_compute_usd", "tco_network_usd", "tco_storage_usd", "tco_power_usd",
+                                 "tco_facility_usd"))
+    np.testing.assert_allclose(parts, out["tco_usd"], rtol=1e-12)
+    np.testing.assert_allclose(out["usd_per_mtok"], out["tco_usd"] / 15e6, rtol=1e-12)
+    # renting an H100 at $3.24/h costs more than owning one for the same run
+    assert out["tco_usd"][1] > out["tco_usd"][0]
+    # a space sets the price of electricity and the server life
+    cheap = objectives.evaluate({**DESIGN, "electricity_usd_per_kwh": 0.04, "server_years": 6})
+    base = objectives.evaluate(DESIGN)
+    assert cheap["tco_power_usd"][0] == pytest.approx(base["tco_power_usd"][0] / 2)
+    assert cheap["tco_compute_usd"][0] < base["tco_compute_usd"][0]
+
+
+def test_prices_catalog_has_sources():
+    raw = yaml.safe_load((CATALOG / "prices.yaml").read_text())["defaults"]
+    sources = (CATALOG / "SOURCES.md").read_text()
+    for name, e in raw.items():
+        assert set(e) == {"value", "source", "confidence"}, name
+        assert e["confidence"] in {"spec", "meas", "rep", "est", "rec"}, name
+        assert len(e["source"]) >= 20 and e["value"] > 0, name
+        assert DEFAULTS[name] == e["value"], name  # every entry is a column default
+        for key in re.findall(r"(?<![\w-])([SX]\d+)\b", e["source"]):
+            assert f"[{key}]" in sources, (name, key)
+    gpus = yaml.safe_load((CATALOG / "gpus.yaml").read_text())["gpus"]
+    for gid, spec in gpus.items():
+        for f in ("server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr"):
+            e = spec[f]
+            assert set(e) == {"value", "source", "confidence"} and e["value"] > 0, (gid, f)
+            for key in re.findall(r"(?<![\w-])([SX]\d+)\b", e["source"]):
+                assert f"[{key}]" in sources, (gid, f, key)

@@ -1,0 +1,94 @@
+"""Llama-3.1 405B: how time-to-train and TCO move with the scale-up domain, oversubscription and storage.
+
+    .venv/bin/python tools/economics_table.py [--gpus 16384] [--markdown] [--csv out.csv]
+
+Scores a handful of cluster designs with ``objectives.search_mapping`` (each gets its best mapping) and
+prints one row per design with the breakdown that explains each move: step time and MFU (the network),
+goodput and its losses (checkpoints and failures), power, capital cost and the TCO by part. Every design
+differs from the baseline (first row) in one thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+
+import objectives
+
+BASE = dict(model="llama3.1-405b", train_tokens=15e12, global_batch=2048, seq_len=8192, precision="bf16",
+            gpu="b200", network="ib-xdr-800", oversubscription=1.0, storage="pfs-large", ckpt_mode="sync",
+            cost_mode="owned")
+#: label -> what differs from BASE
+DESIGNS = {
+    "B200 8-GPU HGX, XDR 1:1, pfs-large, sync": {},
+    "  72-GPU NVLink domain (same B200)": {"network": "nvl72-ib-xdr-800"},
+    "  GB200 NVL72 rack": {"gpu": "gb200", "network": "nvl72-ib-xdr-800"},
+    "  2:1 oversubscription": {"oversubscription": 2.0},
+    "  storage pfs-small": {"storage": "pfs-small"},
+    "  storage allflash-qlc": {"storage": "allflash-qlc"},
+    "  storage pfs-hdd": {"storage": "pfs-hdd"},
+    "  storage pfs-large x8 units": {"storage_units_min": 8.0},
+    "  async checkpoints": {"ckpt_mode": "async"},
+    "  cloud (rented)": {"cost_mode": "cloud"},
+}
+COLUMNS = {  # output column -> (header, scale)
+    "tp": ("tp", 1), "pp": ("pp", 1), "dp": ("dp", 1),
+    "step_time_s": ("step s", 1), "mfu": ("MFU", 1), "time_dp_comm_exposed_s": ("dp exp s", 1),
+    "time_pp_comm_s": ("pp s", 1), "net_tiers": ("tiers", 1), "net_oversub_seen": ("oversub", 1),
+    "ckpt_stall_s": ("ckpt stall s", 1), "ckpt_interval_s": ("ckpt every s", 1), "goodput": ("goodput", 1),
+    "time_to_train_ideal_days": ("ideal d", 1), "time_to_train_days": ("days", 1), "power_mw": ("MW", 1),
+    "capex_usd": ("capex $M", 1e-6), "tco_compute_usd": ("compute $M", 1e-6), "tco_network_usd": ("network $M", 1e-6),
+    "tco_storage_usd": ("storage $M", 1e-6), "tco_power_usd": ("power $M", 1e-6),
+    "tco_facility_usd": ("facility $M", 1e-6), "tco_usd": ("TCO $M", 1e-6), "usd_per_mtok": ("$/Mtok", 1),
+}
+
+
+def table(n_gpus: int) -> pd.DataFrame:
+    rows = [{**BASE, "n_gpus": n_gpus, **change} for change in DESIGNS.values()]
+    keys = sorted({k for r in rows for k in r})
+    cols = {k: np.array([r.get(k, np.nan) for r in rows], dtype=object if k in (
+        "model", "gpu", "network", "storage", "precision", "ckpt_mode", "cost_mode") else np.float64) for k in keys}
+    out = objectives.search_mapping(cols)
+    frame = pd.DataFrame({head: np.asarray(out[col], dtype=np.float64) * scale for col, (head, scale) in COLUMNS.items()})
+    frame.insert(0, "design", list(DESIGNS))
+    frame.insert(1, "feasible", out["feasible"])
+    return frame
+
+
+#: the README's columns: what moved, and why
+MARKDOWN = ("design", "tp", "pp", "step s", "MFU", "ckpt stall s", "goodput", "days", "MW", "capex $M",
+            "compute $M", "network $M", "power $M", "facility $M", "TCO $M", "$/Mtok")
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A GitHub table of the README's columns (3 significant figures)."""
+    def cell(v):
+        if isinstance(v, str):
+            return v.strip()
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    lines = ["| " + " | ".join(MARKDOWN) + " |", "|" + "---|" * len(MARKDOWN)]
+    for _, row in frame.iterrows():
+        lines.append("| " + " | ".join(cell(row[c]) for c in MARKDOWN) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpus", type=int, default=16384)
+    ap.add_argument("--markdown", action="store_true", help="print the README table (GitHub markdown)")
+    ap.add_argument("--csv", help="also write the table here")
+    args = ap.parse_args()
+    frame = table(args.gpus)
+    if args.markdown:
+        print(markdown(frame))
+    else:
+        with pd.option_context("display.width", 250, "display.max_columns", 40, "display.float_format", "{:.3g}".format):
+            print(frame.to_string(index=False))
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+
+
+if __name__ == "__main__":
+    main()
