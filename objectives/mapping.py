@@ -2,8 +2,10 @@
 
 For every design row, the mapping columns it leaves blank are enumerated from ``choices`` (a cartesian
 product), candidates that cannot lay out (divisibility, `Layout`) or that no practitioner would run are
-dropped before the model runs, every remaining candidate is evaluated in one vectorized call, and the
-row keeps the best feasible one: least step time, ties to less HBM (DESIGN.md, two-level search). A row
+dropped before the model runs, every remaining candidate is evaluated in one vectorized call (the mapping-dependent modules, after the
+design-only ones ran once per design), and the
+row keeps the best feasible one: least step time, ties to less HBM (DESIGN.md, two-level search); the
+economics modules (checkpoints, failures, power, cost) then run once per design on that mapping. A row
 with no feasible candidate keeps its least-infeasible one (smallest memory overflow) with feasible=False.
 
 Pruning rules (documented, not tuned): tensor parallelism stays inside the scale-up domain (Narayanan
@@ -19,7 +21,7 @@ import numpy as np
 
 from objectives.calibration import Calibration
 from objectives.layout import divides
-from objectives.pipeline import MAPPING_COLUMNS, prepare, run_models
+from objectives.pipeline import DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS, prepare, run_models
 from objectives.table import CATEGORIES, Columns, as_columns, encode
 
 __all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "CP_MIN_SEQ_LEN"]
@@ -143,6 +145,7 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
             filled[name] = np.where(blank[name], "none" if name == "recompute" else 1, col) if col.dtype.kind in "OUS" \
                 else np.where(blank[name], 1.0, col.astype(np.float64))
     _, floats = prepare(filled)
+    floats = run_models(floats, cal, DESIGN_MODELS)  # once per design, gathered into every candidate
 
     encoded = {name: (encode(name, np.asarray(list(v))) if name in CATEGORIES else np.asarray(v, dtype=np.float64))
                for name, v in choices.items()}
@@ -165,13 +168,14 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
             idx = owner[lo:hi]
             joined = {name: v[idx] for name, v in floats.items()}
             joined.update({k: v[lo:hi] for k, v in cand.items()})
-            work = run_models(joined, cal)
+            work = run_models(joined, cal, MAPPING_MODELS)
             pick = _best(work, idx)
             best_parts.append({name: v[pick] for name, v in work.items()})
             owner_parts.append(idx[pick])
     owners = np.concatenate(owner_parts)
     order = np.argsort(owners)
     merged = {name: np.concatenate([p[name] for p in best_parts])[order] for name in best_parts[0]}
+    merged = run_models(merged, cal, ECONOMICS_MODELS)  # economics only for each design's chosen mapping
     out = dict(user)
     for name, value in merged.items():
         if name not in user or name in MAPPING_COLUMNS or name not in CATEGORIES:

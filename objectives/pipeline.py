@@ -27,15 +27,18 @@ from objectives.topology import Topology
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
 from objectives.transformer import TransformerMath
 
-__all__ = ["MODELS", "MAPPING_COLUMNS", "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics"]
+__all__ = ["MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models", "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics"]
 
-#: the model modules, in data-flow order. Topology comes before Communication because the fabric's
-#: bandwidth and latency feed the collectives; the cluster economics (checkpoints, failures, power, cost)
-#: follow StepTime.
-MODELS: tuple[Model, ...] = (
-    TransformerMath(), Layout(), Memory(), ComputeTime(), Topology(), Communication(), StepTime(),
-    Checkpoint(), Reliability(), Power(), Cost(),
-)
+#: the model modules, in data-flow order: the design-only ones (the fabric's bandwidth and latency feed the
+#: collectives), the mapping-dependent ones up to the step time, then the cluster economics.
+#: what depends on the design alone (model arithmetic, the fabric for n GPUs): run once per design
+DESIGN_MODELS: tuple[Model, ...] = (TransformerMath(), Topology())
+#: what depends on the mapping too: run for every candidate mapping
+MAPPING_MODELS: tuple[Model, ...] = (Layout(), Memory(), ComputeTime(), Communication(), StepTime())
+#: the economics of a design run on its chosen mapping (the mapping search ranks on step time and runs
+#: these only on each design's winner)
+ECONOMICS_MODELS: tuple[Model, ...] = (Checkpoint(), Reliability(), Power(), Cost())
+MODELS: tuple[Model, ...] = DESIGN_MODELS + MAPPING_MODELS + ECONOMICS_MODELS
 
 MAPPING_COLUMNS = ("tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage")
 
@@ -158,18 +161,20 @@ def check_layout(floats: Columns) -> None:
             raise InputError(f"{name} = {floats[name][row]:g} does not divide {num} = {floats[num][row]:g}", column=name, row=row)
 
 
-def run_models(floats: Columns, cal: Calibration | None = None) -> Columns:
-    """Run every module over already-prepared float columns; returns inputs plus outputs (new dict)."""
+def run_models(floats: Columns, cal: Calibration | None = None, models: tuple[Model, ...] = MODELS) -> Columns:
+    """Run ``models`` (default: all, in order) over prepared float columns; inputs plus outputs (new dict).
+
+    Large tables run in chunks of CHUNK_ROWS rows, which keep every temporary in cache."""
     cal = cal or Calibration.load()
     n = len(floats["n_gpus"])
     if n <= CHUNK_ROWS:
         work = dict(floats)
-        for model in MODELS:
+        for model in models:
             work.update(model.compute(work, cal))
         return work
     out: Columns = {}
     for i in range(0, n, CHUNK_ROWS):
-        part = run_models({k: v[i:i + CHUNK_ROWS] for k, v in floats.items()}, cal)
+        part = run_models({k: v[i:i + CHUNK_ROWS] for k, v in floats.items()}, cal, models)
         for k, v in part.items():
             if k not in out:
                 out[k] = floats[k] if k in floats else np.empty(n, dtype=v.dtype)
