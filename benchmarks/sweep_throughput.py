@@ -1,0 +1,142 @@
+"""Throughput of the sweep engine end to end: cluster designs scored per second, and where the time goes.
+
+Runs the same NSGA-II sweep with 1 and with 2 Ray actors on one embedded Ray (started once, outside the
+timing) and prints designs per second over the batch loop -- sampler (ask, tell), the design table, Ray
+transfer and the model's mapping search on the actors, the Parquet part, the Optuna journal, run.json and
+the progress line -- and a breakdown per design. The space is ``spaces/default.yaml`` with its HBM
+bandwidth made continuous and the NIC bandwidth added as a continuous what-if, so proposals do not repeat,
+and the design cache is off: every trial is scored by the model. Not a test; prints figures.
+
+    .venv/bin/python benchmarks/sweep_throughput.py                 # 1 and 2 actors, 4096 designs each
+    .venv/bin/python benchmarks/sweep_throughput.py --trials 8192 --batch 512 --workers 1 2
+    .venv/bin/python benchmarks/sweep_throughput.py --toy           # engine overhead only (a trivial model)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dse.spec import parse_spec  # noqa: E402
+from dse.sweep import run  # noqa: E402
+
+STAGES = ["ask", "table", "score", "tell", "record", "write", "journal", "progress"]
+
+
+def toy_model(table):
+    """A trivial vectorized model with the real output's shape: measures the engine alone."""
+    n = max(len(v) for v in table.values() if np.ndim(v) > 0)
+    hbm = np.asarray(table["gpu_hbm_tbps"], dtype=np.float64)
+    nic = np.asarray(table["nic_gbps"], dtype=np.float64)
+    n_gpus = np.asarray(table["n_gpus"], dtype=np.float64)
+    days = 1e4 / (n_gpus * hbm ** 0.3 * nic ** 0.1)
+    out = {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in table.items()}
+    out.update(time_to_train_days=days, tco_usd=days * 24 * n_gpus * (2 + hbm / 4 + nic / 50),
+               power_mw=n_gpus * 1.4e-3, con_memory=np.full(n, -0.1), feasible=np.ones(n, dtype=bool))
+    return out
+
+
+def _spin(_=None) -> float:
+    t = time.perf_counter()
+    x = 0
+    for i in range(3_000_000):
+        x += i * i
+    return time.perf_counter() - t
+
+
+def cpu_check() -> float:
+    """How many CPUs this machine gives two busy processes right now (2.0 on two idle cores; less when
+    something else runs): the same loop alone, then in two processes at once."""
+    import multiprocessing as mp
+
+    alone = _spin()
+    with mp.get_context("fork").Pool(2) as pool:
+        both = pool.map(_spin, [0, 1])
+    return 2 * alone / max(both)
+
+
+def bench_space(trials: int, batch: int) -> dict:
+    raw = yaml.safe_load((ROOT / "spaces" / "default.yaml").read_text())
+    raw = copy.deepcopy(raw)
+    raw["name"] = "throughput"
+    raw["cluster"]["gpu_hbm_tbps"] = {"min": 3.0, "max": 8.0}
+    raw["cluster"]["nic_gbps"] = {"min": 12.5, "max": 100.0}
+    raw["search"].update(trials=trials, batch_size=batch, sampler="nsga2", seed=0)
+    return raw
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--chunks-per-worker", type=int, default=1)
+    ap.add_argument("--toy", action="store_true", help="trivial model: the engine's own overhead")
+    ap.add_argument("--no-ray", action="store_true", help="also time the in-process pool")
+    args = ap.parse_args()
+
+    import ray
+
+    raw = bench_space(args.trials, args.batch)
+    if args.toy:
+        from dse.spec import Vocabulary
+
+        v = Vocabulary.from_objectives()
+        spec = parse_spec(raw, source="benchmark", vocab=v)
+        score = toy_model
+    else:
+        spec = parse_spec(raw, source="benchmark")
+        score = None
+    print(f"space: spaces/default.yaml, continuous HBM and NIC bandwidth; NSGA-II; {args.trials} designs in "
+          f"batches of {args.batch}; design cache off; {os.cpu_count()} CPUs; model: {'toy' if args.toy else 'objectives.search_mapping'}")
+    before = cpu_check()
+    print(f"CPUs available to two busy processes before: {before:.2f} of {os.cpu_count()}")
+    t0 = time.perf_counter()
+    ray.init(num_cpus=max(max(args.workers), os.cpu_count() or 1), include_dashboard=False, logging_level="ERROR")
+    print(f"Ray start: {time.perf_counter() - t0:.1f} s (once, not in the figures)\n")
+
+    configs = [("in-process", None)] if args.no_ray else []
+    configs += [(f"{w} actor{'s' if w > 1 else ''}", w) for w in args.workers]
+    rates = {}
+    for label, workers in configs:
+        with tempfile.TemporaryDirectory() as tmp:
+            t_batches: list[float] = []
+            result = run(spec, evaluate_fn=score, run_dir=Path(tmp) / "run", use_ray=workers is not None,
+                         workers=workers, chunks_per_worker=args.chunks_per_worker, cache_designs=False,
+                         on_batch=lambda i, bt: t_batches.append(sum(bt.values())))
+        loop = sum(t_batches)
+        rate = result.n_trials / loop
+        rates[label] = rate
+        tm = result.timings
+        per = {k: tm.get(k, 0.0) / result.n_trials * 1e6 for k in STAGES}
+        model = tm.get("model", 0.0) / result.n_trials * 1e6
+        print(f"{label:>10}: {rate:8.1f} designs/s over the batch loop ({result.n_trials} designs, {loop:.1f} s; "
+              f"pool start {tm.get('startup', 0):.1f} s)")
+        parts = "  ".join(f"{k} {per[k]:.0f}" for k in STAGES)
+        print(f"{'':>12}us per design: {parts}")
+        print(f"{'':>12}score = model on the actors {model:.0f} us of actor time per design "
+              f"(/{workers or 1} = {model / (workers or 1):.0f} us wall) + Ray transfer, waiting and joining "
+              f"{per['score'] - model / (workers or 1):.0f} us")
+        driver = sum(per[k] for k in STAGES if k != "score")
+        print(f"{'':>12}driver work outside scoring: {driver:.0f} us per design\n")
+    if len(args.workers) >= 2 and "1 actor" in rates:
+        w = max(args.workers)
+        print(f"speed-up {w} actors / 1 actor: {rates[f'{w} actors'] / rates['1 actor']:.2f}x")
+    ray.shutdown()
+    print(f"CPUs available to two busy processes after: {cpu_check():.2f} of {os.cpu_count()} "
+          "(below 2, another load shared the cores and the figures above are low)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""`dse sweep SPACE.yaml` (or `dse sweep --resume RUN_DIR`): search a space, write every design and the front.
+
+The space is validated before any work (a mistake is one line and exit 2). Designs are scored on Ray
+actors: an embedded local Ray by default, an existing cluster with ``--address auto`` or
+``--address ray://host:port``, or in this process with ``--no-ray``. Results go to
+``results/<space>-<time>/`` (``--out`` to choose); ``--resume`` continues a stopped run without
+re-evaluating its finished trials.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dse.errors import UserError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("sweep", help="search a space (spaces/*.yaml); results in Parquet", description=__doc__)
+    p.add_argument("space", nargs="?", help="the space file, e.g. spaces/default.yaml")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (its space is stored there)")
+    p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: results/<space>-<time>)")
+    p.add_argument("--results", default="results", metavar="DIR", help="where new run directories go (default: results)")
+    p.add_argument("--trials", type=int, metavar="N", help="designs to evaluate (overrides search.trials)")
+    p.add_argument("--seed", type=int, metavar="N", help="sampler seed (overrides search.seed)")
+    p.add_argument("--workers", type=int, metavar="N", help="Ray actors (default: the CPUs Ray offers)")
+    p.add_argument("--address", metavar="ADDR", help="join a Ray cluster: 'auto' or 'ray://host:port'")
+    p.add_argument("--no-ray", action="store_true", help="evaluate in this process (tiny runs)")
+    p.add_argument("--quiet", action="store_true", help="no progress line and no front table")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from dse.progress import Progress, front_text
+    from dse.space import Space
+    from dse.spec import load_spec
+    from dse.sweep import run as sweep
+
+    if bool(args.space) == bool(args.resume):
+        raise UserError("give a space file, or --resume RUN_DIR (not both)", where="dse sweep")
+    if args.workers is not None and args.workers < 1:
+        raise UserError("must be at least 1", where="--workers")
+    if args.trials is not None and args.trials < 1:
+        raise UserError("must be at least 1", where="--trials")
+    if args.no_ray and args.address:
+        raise UserError("--no-ray and --address exclude each other", where="--address")
+    spec = None
+    if args.space:
+        spec = load_spec(args.space)
+        if args.seed is not None:
+            spec = spec.with_search(seed=args.seed)
+    elif args.seed is not None:
+        raise UserError("a resumed run keeps its seed", where="--seed")
+    progress = Progress(enabled=not args.quiet)
+    result = sweep(spec, run_dir=args.out, results=args.results, resume=args.resume, use_ray=not args.no_ray,
+                   workers=args.workers, address=args.address, trials=args.trials, progress=progress)
+    if not args.quiet:
+        from dse.store import RunStore
+
+        info = RunStore(result.run_dir).read_run()
+        space = Space(spec) if spec is not None else None
+        objectives = {o["metric"]: o["direction"] for o in info["spec"]["objectives"]}
+        design = space.design_columns if space is not None else list(info["spec"]["cluster"])
+        try:
+            import objectives as model
+
+            mapping = ["dp", *model.MAPPING_COLUMNS]
+        except ImportError:
+            mapping = []
+        print(f"\nPareto front: {len(result.front)} designs "
+              f"({result.n_admissible} of {result.n_trials} feasible and within the constraints)")
+        print(front_text(result.front, objectives, design, mapping))
+        print(f"\nresults: {result.run_dir}/ (trials/*.parquet, pareto.parquet, run.json, study.journal)")
+    if result.status == "stopped":
+        print(f"dse sweep: stopped after {result.n_trials} designs; continue with: dse sweep --resume {result.run_dir}",
+              file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,139 @@
+"""The outer search space of a :class:`~dse.spec.Spec`: Optuna distributions and design tables.
+
+:class:`Space` is built once per run. Its :attr:`Space.distributions` are what :mod:`dse.search` passes
+to ``study.ask``; :meth:`Space.table` turns the parameters of a whole batch of trials into one columnar
+design table (searched columns as arrays, fixed columns as scalars the model broadcasts); :meth:`Space.grid`
+lists every value of every dimension for the exhaustive grid sampler, and :meth:`Space.grid_table` gives
+the whole grid as one design table (for an exact front without Optuna).
+
+Parameter names are the column names, except powers of two: ``n_gpus`` searched over ``{min: 1024,
+max: 16384, scale: pow2}`` is the integer parameter ``log2(n_gpus)`` from 10 to 14, so that the samplers
+see an ordered, evenly spaced dimension.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+from dse.spec import Dimension, Spec
+
+__all__ = ["Space", "param_name"]
+
+
+def param_name(dim: Dimension) -> str:
+    """The Optuna parameter name of a searched dimension."""
+    return f"log2({dim.name})" if dim.kind == "pow2" else dim.name
+
+
+def _distribution(dim: Dimension) -> BaseDistribution:
+    if dim.kind == "choice":
+        return CategoricalDistribution(list(dim.values))
+    if dim.kind == "pow2":
+        return IntDistribution(int(round(np.log2(dim.low))), int(round(np.log2(dim.high))))
+    if dim.kind == "int":
+        return IntDistribution(int(dim.low), int(dim.high), log=dim.log, step=int(dim.step or 1))
+    if dim.kind == "float":
+        return FloatDistribution(float(dim.low), float(dim.high), log=dim.log, step=dim.step)
+    raise ValueError(f"dimension {dim.name} of kind {dim.kind} is not searched")
+
+
+def _grid_values(dim: Dimension) -> list:
+    if dim.kind == "choice":
+        return list(dim.values)
+    if dim.kind == "pow2":
+        return list(range(int(round(np.log2(dim.low))), int(round(np.log2(dim.high))) + 1))
+    if dim.kind == "int":
+        if dim.log:
+            return sorted({int(v) for v in np.unique(np.round(np.geomspace(dim.low, dim.high, 16)))})
+        return list(range(int(dim.low), int(dim.high) + 1, int(dim.step or 1)))
+    if dim.kind == "float" and dim.step is not None:
+        n = int(round((dim.high - dim.low) / dim.step))
+        return [float(round(dim.low + i * dim.step, 12)) for i in range(n + 1)]
+    raise ValueError(f"dimension {dim.name} is continuous: it has no grid")
+
+
+class Space:
+    """Searched dimensions (as Optuna distributions) and fixed columns of one spec."""
+
+    def __init__(self, spec: Spec):
+        self.spec = spec
+        self.searched: tuple[Dimension, ...] = tuple(d for d in spec.dimensions if d.searched)
+        #: fixed design-table columns: the workload, fixed dimensions and single-valued mapping columns
+        self.constants: dict[str, Any] = dict(spec.workload)
+        for d in spec.dimensions:
+            if not d.searched:
+                self.constants[d.name] = d.values[0]
+        for name, values in spec.mapping.items():
+            if len(values) == 1:
+                self.constants[name] = values[0]
+        #: Optuna parameter name -> distribution, in the order of the space file
+        self.distributions: dict[str, BaseDistribution] = {param_name(d): _distribution(d) for d in self.searched}
+        self._dims = {param_name(d): d for d in self.searched}
+
+    # -- the mapping level -------------------------------------------------------------------------
+
+    def mapping_choices(self, defaults: Mapping[str, Sequence]) -> dict[str, tuple]:
+        """Allowed values of each mapping column for the inner search: the defaults, narrowed by the space."""
+        out = {k: tuple(v) for k, v in defaults.items()}
+        for name, values in self.spec.mapping.items():
+            if len(values) > 1:
+                out[name] = tuple(values)
+        return out
+
+    # -- design tables -----------------------------------------------------------------------------
+
+    @property
+    def design_columns(self) -> list[str]:
+        """Columns that tell one design of this space from another (the searched ones)."""
+        return [d.name for d in self.searched]
+
+    def table(self, params: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Design table of a batch: one row per trial's ``params``; fixed columns stay scalars.
+
+        Called once per batch by :mod:`dse.sweep`, right after the batch is asked.
+        """
+        out: dict[str, Any] = dict(self.constants)
+        for name, dim in self._dims.items():
+            out[dim.name] = self._column(dim, [p[name] for p in params])
+        return out
+
+    def _column(self, dim: Dimension, values: list) -> np.ndarray:
+        if dim.kind == "pow2":
+            return np.left_shift(1, np.asarray(values, dtype=np.int64))
+        if dim.kind == "int":
+            return np.asarray(values, dtype=np.int64)
+        if dim.kind == "float":
+            return np.asarray(values, dtype=np.float64)
+        arr = np.asarray(values)
+        return arr.astype(object) if arr.dtype.kind in "US" else arr
+
+    def params_of(self, table: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Inverse of :meth:`table` for the searched columns: parameter name -> array of values."""
+        out = {}
+        for name, dim in self._dims.items():
+            col = np.asarray(table[dim.name])
+            out[name] = np.log2(col.astype(np.float64)).round().astype(np.int64) if dim.kind == "pow2" else col
+        return out
+
+    # -- the exhaustive grid -----------------------------------------------------------------------
+
+    def grid(self) -> dict[str, list]:
+        """Parameter name -> every value, for ``optuna.samplers.GridSampler`` (ValueError if continuous)."""
+        return {name: _grid_values(dim) for name, dim in self._dims.items()}
+
+    def grid_size(self) -> int:
+        """Number of designs on the grid (1 when nothing is searched)."""
+        return int(np.prod([len(v) for v in self.grid().values()], dtype=np.int64)) if self._dims else 1
+
+    def grid_table(self) -> dict[str, Any]:
+        """Every design of the grid as one design table (row order: the cartesian product)."""
+        grid = self.grid()
+        names = list(grid)
+        combos = list(itertools.product(*(grid[n] for n in names)))
+        params = [dict(zip(names, c)) for c in combos]
+        return self.table(params)

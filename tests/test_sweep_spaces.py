@@ -1,0 +1,133 @@
+"""The shipped spaces with the real model, and `dse sweep` on the command line.
+
+Every ``spaces/*.yaml`` validates and runs a few trials; the small space's exhaustive front (narrowed to
+stay quick) equals a brute-force Pareto computation; a bad space is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from dse.cli import main
+from dse.space import Space
+from dse.spec import load_spec, parse_spec
+from dse.store import RunStore, read_metadata
+from dse.sweep import run
+
+ROOT = Path(__file__).resolve().parent.parent
+SPACES = sorted((ROOT / "spaces").glob("*.yaml"))
+
+pytest.importorskip("objectives")
+
+
+def test_the_four_spaces_and_the_default_ship():
+    names = {p.stem for p in SPACES}
+    assert {"default", "gpt3-175b", "llama3.1-405b", "mixtral-8x7b", "small"} <= names
+
+
+@pytest.mark.parametrize("path", SPACES, ids=[p.stem for p in SPACES])
+def test_shipped_space_validates_and_runs(path, tmp_path):
+    spec = load_spec(path)
+    assert spec.description and spec.objectives
+    spec = spec.with_search(trials=12, batch_size=6)
+    result = run(spec, run_dir=tmp_path / "run", use_ray=False)
+    assert result.status == "complete" and result.n_trials == 12
+    frame = RunStore(result.run_dir).read_trials()
+    assert frame["trial"].tolist() == list(range(12))
+    for o in spec.objectives:
+        assert o.metric in frame
+    assert {"tp", "pp", "dp", "micro_batch", "feasible", "admissible"} <= set(frame.columns)
+    meta = read_metadata(RunStore(result.run_dir).part_path(0))
+    assert meta["space_hash"] == spec.space_hash
+    assert all(o.metric in meta["units"] for o in spec.objectives)
+
+
+def brute_front(frame: pd.DataFrame, objectives: dict[str, str], design: list[str]) -> set:
+    ok = frame[frame["admissible"]].drop_duplicates(subset=design)
+    F = ok[list(objectives)].to_numpy(dtype=np.float64) * np.array([1 if d == "min" else -1 for d in objectives.values()])
+    keep = [not np.any(np.all(F <= f, axis=1) & np.any(F < f, axis=1)) for f in F]
+    return set(map(tuple, ok.loc[keep, design].itertuples(index=False)))
+
+
+def test_small_space_exhaustive_front_equals_brute_force(tmp_path):
+    raw = yaml.safe_load((ROOT / "spaces" / "small.yaml").read_text())
+    raw["cluster"].update(gpu=["h100-sxm", "b200"], n_gpus={"min": 64, "max": 512, "scale": "pow2"},
+                          gpu_hbm_tbps={"min": 3.0, "max": 8.0, "step": 2.5}, nic_gbps=[25, 50])
+    spec = parse_spec(raw, source="spaces/small.yaml (narrowed)")
+    space = Space(spec)
+    assert space.grid_size() == 2 * 4 * 2 * 3 * 2
+    result = run(spec.with_search(trials=10_000, batch_size=32), run_dir=tmp_path / "grid", use_ray=False)
+    frame = RunStore(result.run_dir).read_trials()
+    assert len(frame) == space.grid_size()  # every design once
+    objectives = {o.metric: o.direction for o in spec.objectives}
+    front = pd.read_parquet(RunStore(result.run_dir).pareto)
+    got = set(map(tuple, front[space.design_columns].itertuples(index=False)))
+    assert got == brute_front(frame, objectives, space.design_columns)
+    assert len(got) >= 2
+
+
+BAD = [
+    ("colour: red\n", "bad.yaml: colour: unknown key; valid: name, description, workload"),
+    ("search: {sampler: nsga3}\n", "bad.yaml: search.sampler: 'nsga3' is not a sampler; valid: nsga2, tpe, random, grid"),
+    ("cluster: {gpu: [h100-sxm, tpu-v9]}\n", "bad.yaml: cluster.gpu[1]: unknown gpu 'tpu-v9'; valid: "),
+    ("cluster: {n_gpus: {min: 4096, max: 1024}}\n", "bad.yaml: cluster.n_gpus: empty range: min 4096 is above max 1024"),
+    ("cluster: {n_gpus: lots}\n", "bad.yaml: cluster.n_gpus: must be a number, not 'lots'"),
+    ("objectives: [{metric: happiness, direction: max}]\n", "bad.yaml: objectives[0].metric: 'happiness' is not a metric column; valid: "),
+    ("constraints: ['power <= 30']\n", "bad.yaml: constraints[0]: unknown column 'power'; valid: "),
+    ("workload: {model: gpt5}\n", "bad.yaml: workload.model: unknown model 'gpt5'; valid: "),
+    ("cluster: {n_heads: 0}\n", "bad.yaml: cluster.n_heads: the model rejects this space: "),
+]
+
+
+@pytest.mark.parametrize("patch, expected", BAD, ids=[b[0].split(":")[0] for b in BAD])
+def test_bad_space_is_one_line_and_exit_2(patch, expected, tmp_path, capsys, monkeypatch):
+    raw = yaml.safe_load((ROOT / "spaces" / "gpt3-175b.yaml").read_text())
+    change = yaml.safe_load(patch)
+    for key, value in change.items():
+        if isinstance(value, dict) and isinstance(raw.get(key), dict):
+            raw[key] = {**raw[key], **value}
+        else:
+            raw[key] = value
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "bad.yaml", "--no-ray"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dse sweep: error: ")
+    assert expected in err
+    assert not (tmp_path / "results").exists()  # nothing ran
+
+
+def test_cli_usage_errors(tmp_path, capsys):
+    assert main(["sweep", str(tmp_path / "none.yaml")]) == 2
+    assert "none.yaml: no such space file" in capsys.readouterr().err
+    assert main(["sweep"]) == 2
+    assert "give a space file, or --resume RUN_DIR" in capsys.readouterr().err
+    assert main(["sweep", "--resume", str(tmp_path)]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
+    assert main(["sweep", str(ROOT / "spaces" / "small.yaml"), "--workers", "0"]) == 2
+    assert "--workers: must be at least 1" in capsys.readouterr().err
+
+
+def test_cli_sweep_prints_the_front_and_resumes(tmp_path):
+    raw = yaml.safe_load((ROOT / "spaces" / "gpt3-175b.yaml").read_text())
+    raw["search"].update(trials=16, batch_size=8)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    cmd = [sys.executable, "-m", "dse.cli", "sweep", "s.yaml", "--no-ray", "--out", "run"]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "Pareto front:" in out.stdout and "time_to_train_days (min)" in out.stdout
+    assert "results: run/" in out.stdout
+    assert "Traceback" not in out.stderr
+    out = subprocess.run([sys.executable, "-m", "dse.cli", "sweep", "--resume", "run", "--trials", "24", "--no-ray", "--quiet"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert RunStore(tmp_path / "run").read_trials()["trial"].tolist() == list(range(24))
+    bad = subprocess.run([sys.executable, "-m", "dse.cli", "sweep", "missing.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip() == "dse sweep: error: missing.yaml: no such space file"
