@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SPACE ?= spaces/default.yaml
 
-.PHONY: sweep test venv validate bench fit clean
+.PHONY: sweep test venv validate bench bench-model bench-sweep fit clean
 
 $(BIN)/dse: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -25,8 +25,14 @@ validate: venv
 fit: venv
 	$(BIN)/python -m objectives.fit
 
-bench: venv
+bench: bench-model bench-sweep
+
+bench-model: venv
 	$(BIN)/python benchmarks/model_throughput.py
+
+bench-sweep: venv
+	$(BIN)/python benchmarks/sweep_throughput.py
+	$(BIN)/python benchmarks/sweep_quality.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
