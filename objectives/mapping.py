@@ -68,6 +68,8 @@ STAGES: tuple[tuple[str, object], ...] = (
     ("recompute", None),
     ("zero_stage", None),
 )
+#: the design columns the mapping-dependent modules read: only these are gathered into every candidate
+_CANDIDATE_INPUTS = frozenset().union(*(m.requires for m in MAPPING_MODELS)) - frozenset(MAPPING_COLUMNS)
 _DESIGN_COLUMNS = ("scaleup_size", "n_heads", "n_kv_heads", "n_gpus", "n_layers", "seq_len", "global_batch", "moe_experts")
 
 
@@ -166,7 +168,7 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
         edges = np.unique(np.concatenate([bounds, [len(owner)]]))
         for lo, hi in zip(edges[:-1], edges[1:]):
             idx = owner[lo:hi]
-            joined = {name: v[idx] for name, v in floats.items()}
+            joined = {name: floats[name][idx] for name in _CANDIDATE_INPUTS if name in floats}
             joined.update({k: v[lo:hi] for k, v in cand.items()})
             work = run_models(joined, cal, MAPPING_MODELS)
             pick = _best(work, idx)
@@ -175,7 +177,8 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
     owners = np.concatenate(owner_parts)
     order = np.argsort(owners)
     merged = {name: np.concatenate([p[name] for p in best_parts])[order] for name in best_parts[0]}
-    merged = run_models(merged, cal, ECONOMICS_MODELS)  # economics only for each design's chosen mapping
+    # one winner per row, in row order: the design's own columns join it for the economics
+    merged = run_models({**floats, **merged}, cal, ECONOMICS_MODELS)  # once per design, on its chosen mapping
     out = dict(user)
     for name, value in merged.items():
         if name not in user or name in MAPPING_COLUMNS or name not in CATEGORIES:
