@@ -273,9 +273,9 @@ def preflight(spec: Spec, score: ScoreFn, n: int = 8) -> None:
     rejects (a fixed column out of range, say) is one line and exit 2 before anything is written."""
     rng = np.random.RandomState(spec.search.seed)
     space = Space(spec)
-    from dse.search import _uniform
+    from dse.samplers import sample_uniform
 
-    params = [{name: _uniform(d, rng) for name, d in space.distributions.items()} for _ in range(n)]
+    params = [{name: sample_uniform(d, rng) for name, d in space.distributions.items()} for _ in range(n)]
     with np.errstate(all="ignore"):  # the error, if any, is the message; not the arithmetic on its way
         _score_safely(score, space.table(params), spec)
 

@@ -11,7 +11,8 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from conftest import TOY_SPACE, toy_score
-from dse.search import BatchNSGAIISampler, Searcher
+from dse.samplers import BatchNSGAIISampler
+from dse.search import Searcher
 from dse.store import STUDY_NAME
 from dse.space import Space
 from dse.spec import parse_spec
@@ -99,7 +100,7 @@ def test_children_inherit_are_new_and_stay_in_bounds(vocab):
 def test_polynomial_mutation_respects_kind_and_bounds():
     from optuna.distributions import FloatDistribution, IntDistribution
 
-    from dse.search import _polynomial_mutation
+    from dse.samplers.nsga2 import _polynomial_mutation
 
     rng = np.random.RandomState(0)
     for dist, x in [(IntDistribution(3, 12), 12.0), (FloatDistribution(1.0, 4.0, step=0.5), 1.0),

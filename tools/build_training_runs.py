@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import re
 import sys
 from collections import OrderedDict

@@ -7,7 +7,6 @@ absolute percentage error; ``--out`` writes the per-row table.
 
 from __future__ import annotations
 
-import pandas as pd
 
 from dse.errors import UserError
 from dse.tables import describe_input_error, read_table, write_table

@@ -1,0 +1,52 @@
+"""Samplers of the outer search, one file per sampler (as in ``optuna.samplers``).
+
+:func:`make_sampler` is called by :meth:`dse.search.Searcher.ask` before every batch and returns a fresh
+sampler seeded with :func:`batch_seed`: NSGA-II (:mod:`dse.samplers.nsga2`, the default), TPE and random
+(Optuna's own), or the exhaustive grid (:mod:`dse.samplers.grid`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import optuna
+from optuna.samplers import BaseSampler, RandomSampler, TPESampler
+from optuna.study import StudyDirection
+
+from dse.samplers.grid import BatchGridSampler
+from dse.samplers.nsga2 import BatchNSGAIISampler, GenerationIndex, VectorizedChildGeneration, sample_uniform
+from dse.space import Space
+from dse.spec import SearchSettings
+
+__all__ = ["make_sampler", "batch_seed", "sample_uniform", "BatchNSGAIISampler", "BatchGridSampler", "GenerationIndex",
+           "VectorizedChildGeneration"]
+
+
+def batch_seed(seed: int, batch_index: int) -> int:
+    """The sampler seed of one batch: independent streams, the same on every rerun and resume."""
+    return int(np.random.SeedSequence([int(seed), int(batch_index)]).generate_state(1)[0])
+
+
+def make_sampler(settings: SearchSettings, space: Space, batch_index: int,
+                 directions: Sequence[StudyDirection], generations: GenerationIndex | None = None,
+                 seen: set | None = None) -> BaseSampler:
+    """The sampler for one batch (called by :meth:`Searcher.ask` before every batch).
+
+    Samplers keep no state of their own between batches (the study holds it), so a fresh one seeded
+    with :func:`batch_seed` makes every batch reproducible, also after a resume.
+    """
+    seed = batch_seed(settings.seed, batch_index)
+    if settings.sampler == "nsga2":
+        return BatchNSGAIISampler(search_space=space.distributions, population_size=settings.batch_size,
+                                  seed=seed, directions=directions, generations=generations, seen=seen)
+    if settings.sampler == "tpe":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return TPESampler(seed=seed, n_startup_trials=settings.batch_size, multivariate=True)
+    if settings.sampler == "random":
+        return RandomSampler(seed=seed)
+    if settings.sampler == "grid":
+        return BatchGridSampler(space.grid(), seed=settings.seed)
+    raise ValueError(f"unknown sampler {settings.sampler!r}")

@@ -1,0 +1,72 @@
+"""Optuna in-memory storage tuned for a study driven in whole batches."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.storages import InMemoryStorage
+from optuna.trial import TrialState
+
+__all__ = ["BatchInMemoryStorage"]
+
+
+
+
+class BatchInMemoryStorage(InMemoryStorage):
+    """In-memory storage for a study driven in batches.
+
+    The study never holds WAITING trials (the engine never enqueues): ``study.ask`` scans every trial for
+    one, and a counter answers at once. Parameters and system attributes of a trial can be written in one
+    step (:meth:`set_trial_params`, :meth:`set_trial_system_attrs`), as the per-item calls would.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._n_waiting = 0
+
+    def create_new_trial(self, study_id, template_trial=None):
+        if template_trial is not None and template_trial.state == TrialState.WAITING:
+            self._n_waiting += 1
+        return super().create_new_trial(study_id, template_trial)
+
+    def get_all_trials(self, study_id, deepcopy=True, states=None):
+        if states is not None and tuple(states) == (TrialState.WAITING,) and self._n_waiting == 0:
+            return []
+        return super().get_all_trials(study_id, deepcopy, states)
+
+    def get_study_system_attrs(self, study_id):
+        """A shallow copy: NSGA-II keeps every generation's parent ids here and reads them each generation;
+        a deep copy would grow with the run (callers only read the values)."""
+        with self._lock:
+            self._check_study_id(study_id)
+            return dict(self._studies[study_id].system_attrs)
+
+    def set_trial_system_attrs(self, trial_id: int, attrs: Mapping[str, Any]) -> None:
+        """Several system attributes of a running trial in one write (as ``set_trial_system_attr`` each)."""
+        with self._lock:
+            trial = self._get_trial(trial_id)
+            self.check_trial_is_updatable(trial_id, trial.state)
+            trial = copy.copy(trial)
+            trial.system_attrs = {**trial.system_attrs, **attrs}
+            self._set_trial(trial_id, trial)
+
+    def set_trial_params(self, trial_id: int, params: Mapping[str, Any], distributions: Mapping[str, BaseDistribution]) -> None:
+        """All parameters of a running trial at once: what ``set_trial_param`` does per parameter (the
+        same checks, the same copy-on-write of the stored trial), with one copy instead of one per parameter."""
+        with self._lock:
+            trial = self._get_trial(trial_id)
+            self.check_trial_is_updatable(trial_id, trial.state)
+            known = self._studies[self._trial_id_to_study_id_and_number[trial_id][0]].param_distribution
+            for name, dist in distributions.items():
+                if name in known and known[name] is not dist:
+                    optuna.distributions.check_distribution_compatibility(known[name], dist)
+                known[name] = dist
+            trial = copy.copy(trial)
+            trial.params = {**trial.params, **params}
+            trial.distributions = {**trial.distributions, **distributions}
+            self._set_trial(trial_id, trial)
+
