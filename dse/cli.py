@@ -32,16 +32,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 
+def one_line(text: str) -> str:
+    """``text`` as one printable line: a control character or line break a user's value brought into a
+    message (a key, a catalog id) is shown escaped, as Python writes it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed one line of usage error
         return int(exc.code or 0)
+    import numpy as np
+
     try:
-        return int(args.run(args) or 0)
+        with np.errstate(all="ignore"):  # NaN and inf from extreme inputs are data (infeasible rows), not noise
+            return int(args.run(args) or 0)
     except UserError as exc:
-        print(f"dse {args.command}: error: {exc}", file=sys.stderr)
+        print(f"dse {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"dse {args.command}: interrupted", file=sys.stderr)

@@ -184,6 +184,9 @@ def open_pool(score: ScoreFn, *, use_ray: bool = True, workers: int | None = Non
         return LocalPool(score)
     import ray
 
+    # a driver run by `ray job submit` (or given RAY_ADDRESS) joins that cluster rather than starting one
+    in_job = bool(os.environ.get("RAY_ADDRESS"))  # the job's own runtime env already carries the code
+    address = address or os.environ.get("RAY_ADDRESS") or None
     started = False
     where = f"Ray cluster at {address}" if address else "embedded Ray"
     if ray.is_initialized():
@@ -197,7 +200,8 @@ def open_pool(score: ScoreFn, *, use_ray: bool = True, workers: int | None = Non
 
                 import dse
 
-                ray.init(address=address, runtime_env={"py_modules": [dse, objectives]}, **kwargs)
+                env = {} if in_job else {"runtime_env": {"py_modules": [dse, objectives]}}
+                ray.init(address=address, **env, **kwargs)
             else:
                 ray.init(num_cpus=max(workers or 0, os.cpu_count() or 1), **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:

@@ -454,6 +454,12 @@ def _parse_dimension(ck: _Checker, column: str, value, path: str) -> Dimension:
             ck.fail(f"{path}.type", f"{column} is a whole number: the range must be int")
         if lo > hi:
             ck.fail(path, f"empty range: min {lo:g} is above max {hi:g}")
+        if kind == "int":
+            for k, v in (("min", lo), ("max", hi)):
+                if abs(v) > 2**53:
+                    ck.fail(f"{path}.{k}", f"{v:g} is too large for a whole-number range (at most 2^53 = {2**53})")
+        elif not math.isfinite(hi - lo):
+            ck.fail(path, f"the range {lo:g} to {hi:g} is too wide to sample (its width overflows)")
         if scale == "pow2":
             if lo < 1:
                 ck.fail(f"{path}.min", "a pow2 range needs min >= 1")

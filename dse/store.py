@@ -191,6 +191,29 @@ class RunStore:
         """Committed parts in batch order (temporary files of an interrupted write are ignored)."""
         return sorted(self.trials_dir.glob(PART_GLOB))
 
+    def torn_parts(self) -> list[Path]:
+        """Parts that are not whole Parquet files (no footer, unreadable schema): what a crash on a file
+        system without atomic rename, or a truncated copy, leaves. Never read as data (called on resume)."""
+        bad = []
+        for p in self.parts():
+            try:
+                pq.read_metadata(p)  # a torn file has no footer: ArrowInvalid / OSError
+                pq.read_schema(p)
+            except Exception:
+                bad.append(p)
+        return bad
+
+    def set_aside(self, parts: Sequence[Path]) -> list[Path]:
+        """Rename parts to hidden ``.part-NNNNN.parquet.torn`` files, which no reader picks up (their
+        batches run again on resume); returns the new paths."""
+        out = []
+        for p in parts:
+            dest = p.with_name(f".{p.name}.torn")
+            os.replace(p, dest)
+            out.append(dest)
+        _fsync_dir(self.trials_dir)
+        return out
+
     def read_trials(self, columns: list[str] | None = None) -> pd.DataFrame:
         """Every evaluated design of the run, in trial order."""
         parts = self.parts()

@@ -22,6 +22,7 @@ import gc
 import platform
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -349,6 +350,13 @@ class _Sweep:
 
     def restore(self) -> None:
         """Rebuild the study, the cache and the counters from the committed parts (resume)."""
+        torn = self.store.torn_parts()
+        if torn:  # a torn part and every part after it run again (same seed: the same trials)
+            first = self.store.parts().index(torn[0])
+            later = self.store.parts()[first:]
+            moved = self.store.set_aside(later)
+            print(f"dse sweep: {torn[0].name} is torn (not a whole Parquet file); set aside as {moved[0].name} "
+                  f"with the {len(later) - 1} part(s) after it, and their batches run again", file=sys.stderr)
         parts = self.store.parts()
         for i, p in enumerate(parts):
             if p != self.store.part_path(i):
@@ -461,13 +469,15 @@ def run(
     on_batch: Callable[[int, dict[str, float]], None] | None = None,
     vocab: Vocabulary | None = None,
     cache_designs: bool = True,
+    report: bool | None = None,
 ) -> SweepResult:
     """Run (or, with ``resume=RUN_DIR``, continue) a sweep; see the module doc.
 
     ``trials`` overrides ``spec.search.trials`` (e.g. to extend a resumed run). ``on_batch(index, timings)``
     is called after every committed batch (benchmarks, tests). On resume without ``spec``, the stored space
     is validated again, against ``vocab`` (default: the installed model's). ``cache_designs=False`` scores
-    a design again each time it is proposed (benchmarks of the scoring path).
+    a design again each time it is proposed (benchmarks of the scoring path). ``report`` writes
+    ``report.html``/``report.md`` at the end (:mod:`dse.report`; default: a complete run scored by the model).
     """
     silence_optuna()
     t_start = time.perf_counter()
@@ -530,9 +540,23 @@ def run(
             pool.close()
         progress.finish()
         front = sweep.finish(status, time.perf_counter() - t_start)
+    if report if report is not None else (status == "complete" and evaluate_fn is None):
+        _write_report(store.root)
     return SweepResult(run_dir=store.root, status=status, n_trials=sweep.done, n_admissible=sweep.n_admissible,
                        front=front, n_scored=sweep.n_scored, timings=dict(sweep.timings),
                        wall_s=time.perf_counter() - t_start)
+
+
+def _write_report(root: Path) -> None:
+    """``report.html`` and ``report.md`` of a finished run (dse.report); a failure only warns."""
+    try:
+        from dse.report import write_report
+
+        write_report(root)
+    except Exception as exc:  # the run's results stand without their report: `dse report RUN_DIR` retries
+        import sys
+
+        print(f"dse sweep: report not written ({type(exc).__name__}: {exc}); try: dse report {root}", file=sys.stderr)
 
 
 def write_front(store: RunStore, spec: Spec, space: Space, meta: Mapping[str, Any]) -> pd.DataFrame:

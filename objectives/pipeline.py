@@ -91,9 +91,33 @@ def _as_float(value: np.ndarray) -> np.ndarray | None:
         return None
 
 
+def _numeric_columns() -> frozenset[str]:
+    """Columns whose cells must be numbers (blank allowed): model, GPU and operating fields, the mapping."""
+    names = set(REQUIRED) | set(DEFAULTS) | set(INTEGER_COLUMNS) | set(catalog.GPU_FIELDS) | set(catalog.MODEL_FIELDS)
+    return frozenset(names - set(CATEGORIES))
+
+
+def _check_numbers(user: Columns) -> None:
+    """Raise InputError for a numeric column holding text that is not a number ('abc' where n_gpus goes)."""
+    import pandas as pd
+
+    for name in _numeric_columns() & set(user):
+        value = user[name]
+        if value.dtype.kind in "iufb":
+            continue
+        raw = pd.Series(value[:1] if is_constant(value) else value, dtype=object)
+        blank = raw.isna() | raw.astype(str).str.strip().isin(("", "nan", "NaN", "None"))
+        as_num = pd.to_numeric(raw.where(~blank, np.nan), errors="coerce")
+        bad = (as_num.isna() & ~blank).to_numpy()
+        row = _bad_row(bad)
+        if row is not None:
+            raise InputError(f"'{raw.iloc[row]}' is not a number", column=name, row=row)
+
+
 def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     """(user columns broadcast, model inputs as float arrays). Raises InputError on bad user input."""
     user = as_columns(table)
+    _check_numbers(user)
     cols: Columns = dict(user)
     for name in CATEGORIES:
         if name in cols:
@@ -119,7 +143,8 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
         floats["n_kv_heads"] = floats["n_heads"]
     floats["n_kv_heads"] = np.where(np.isnan(floats["n_kv_heads"]), floats["n_heads"], floats["n_kv_heads"])
     d_head = floats.get("d_head", np.full(n, np.nan))
-    floats["d_head"] = np.where(np.isnan(d_head), floats["d_model"] / floats["n_heads"], d_head)
+    with np.errstate(divide="ignore", invalid="ignore"):  # n_heads 0 is reported below, as an InputError
+        floats["d_head"] = np.where(np.isnan(d_head), floats["d_model"] / floats["n_heads"], d_head)
     sp = floats.get("sequence_parallel", np.full(n, np.nan))
     floats["sequence_parallel"] = np.where(np.isnan(sp), (floats["tp"] > 1).astype(np.float64), sp)
     for name, low in REQUIRED.items():

@@ -100,3 +100,15 @@ def ray_session():
     yield ray
     if started:
         ray.shutdown()
+
+
+#: generated hostile inputs tried by tests/test_hostile_input.py, reported in the session summary
+HOSTILE: dict = {"inputs": 0, "tracebacks": 0, "spaces": 0, "tables": 0, "rejected": 0, "accepted": 0, "examples": []}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if HOSTILE["inputs"]:
+        terminalreporter.write_line(
+            f"hostile input: {HOSTILE['inputs']} generated bad inputs ({HOSTILE['spaces']} spaces, "
+            f"{HOSTILE['tables']} design tables; {HOSTILE['rejected']} rejected in one line with exit 2, "
+            f"{HOSTILE['accepted']} accepted as rows), {HOSTILE['tracebacks']} tracebacks")

@@ -71,7 +71,7 @@ def run(args) -> int:
         print(f"\nPareto front: {len(result.front)} designs "
               f"({result.n_admissible} of {result.n_trials} feasible and within the constraints)")
         print(front_text(result.front, objectives, design, mapping))
-        print(f"\nresults: {result.run_dir}/ (trials/*.parquet, pareto.parquet, run.json, study.journal)")
+        print(f"\nresults: {result.run_dir}/ (report.html, report.md, trials/*.parquet, pareto.parquet, run.json, study.journal)")
     if result.status == "stopped":
         print(f"dse sweep: stopped after {result.n_trials} designs; continue with: dse sweep --resume {result.run_dir}",
               file=sys.stderr)

@@ -1,0 +1,28 @@
+"""`dse report RUN_DIR [RUN_DIR ...]`: a Pareto report a roadmap review can read.
+
+Writes ``report.html`` (one self-contained page: the front, a sortable table of its designs, what bounds
+each one, and which hardware change pays most) and ``report.md`` with PNG figures, into the run directory
+(``--out`` to choose). Several runs are overlaid on the first run's objectives (``RUN_A/compare/`` by default).
+"""
+
+from __future__ import annotations
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="write report.html and report.md for one run, or overlay several",
+                       description=__doc__)
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (results/<run>)")
+    p.add_argument("--out", metavar="DIR", help="where to write (default: the run, or RUN_A/compare for several)")
+    p.add_argument("--no-sensitivity", action="store_true", help="skip re-scoring the front with better hardware")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from dse.report import write_report
+
+    paths = write_report(args.runs, args.out, with_sensitivity=not args.no_sensitivity)
+    size = paths["html"].stat().st_size
+    print(f"wrote {paths['html']} ({size / 1e6:.2f} MB) and {paths['md']}")
+    return 0

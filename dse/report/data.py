@@ -1,0 +1,109 @@
+"""The runs a report reads: objectives, the design columns, every design and the front."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.errors import UserError
+from dse.pareto import front_table
+
+#: metrics the front table shows beside the objectives (when the run has them)
+TABLE_METRICS = ("time_to_train_days", "tco_usd", "mfu", "hbm_used_gb", "goodput", "power_mw", "step_time_s",
+                 "usd_per_mtok")
+MAPPING = ("dp", "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage")
+_SHORT = {"micro_batch": "mb", "sequence_parallel": "sp", "zero_stage": "zero", "recompute": "rc"}
+
+
+@dataclass
+class Run:
+    """One run directory, loaded for a report."""
+
+    root: Path
+    name: str
+    info: dict
+    objectives: dict[str, str]  # metric -> min|max, in the space's order
+    design_columns: list[str]
+    trials: pd.DataFrame  # one row per distinct design
+    front: pd.DataFrame  # the admissible non-dominated designs, sorted by the first objective
+    spec_text: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def load_run(root: str | Path, objectives: dict[str, str] | None = None) -> Run:
+    """Read a run; with ``objectives``, its front is recomputed on those (an overlay of several runs)."""
+    root = Path(root)
+    if not (root / "run.json").is_file():
+        raise UserError("not a run directory (no run.json)", where=str(root))
+    info = json.loads((root / "run.json").read_text())
+    spec = info.get("spec", {})
+    own = {o["metric"]: o["direction"] for o in spec.get("objectives", [])}
+    objectives = dict(objectives or own)
+    cluster = spec.get("cluster", {})
+    design = [k for k, v in cluster.items() if isinstance(v, (list, dict))] or list(cluster)
+    try:
+        trials = pd.read_parquet(root / "trials")
+    except Exception as exc:
+        raise UserError(f"cannot read its designs ({exc})", where=str(root / "trials")) from None
+    missing = [m for m in objectives if m not in trials.columns]
+    if missing:
+        raise UserError(f"has no column {missing[0]!r} to compare on", where=str(root))
+    design = [c for c in design if c in trials.columns]
+    if "admissible" not in trials.columns:
+        trials["admissible"] = trials.get("feasible", True)
+    if design:
+        trials = trials.drop_duplicates(subset=design, keep="first").reset_index(drop=True)
+    front = front_table(trials, objectives, feasible="admissible", dedupe=design or None)
+    front = front.sort_values(list(objectives)[0], kind="stable").reset_index(drop=True)
+    return Run(root=root, name=spec.get("name") or root.name, info=info, objectives=objectives,
+               design_columns=design, trials=trials, front=front, spec_text=info.get("spec_text", ""))
+
+
+def load_runs(roots) -> list[Run]:
+    """The first run sets the objectives; the others' fronts are recomputed on them."""
+    first = load_run(roots[0])
+    runs = [first] + [load_run(r, first.objectives) for r in roots[1:]]
+    names = [r.name for r in runs]
+    for r in runs:  # two runs of one space: tell them apart by directory
+        if names.count(r.name) > 1:
+            r.name = r.root.name
+    return runs
+
+
+def fmt(v) -> str:
+    """A number as a reviewer reads it: 4 significant digits, thousands grouped; text as it is."""
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        v = float(v)
+        if np.isnan(v):
+            return "–"
+        if np.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if v == int(v) and abs(v) < 1e6:
+            return f"{int(v):,}"
+        if abs(v) >= 1e6:
+            return f"{v:.4g}" if abs(v) >= 1e12 else f"{v / 1e6:,.4g}M"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def design_label(row, design: list[str]) -> str:
+    return " ".join(fmt(row[c]) for c in design if c in row)
+
+
+def mapping_label(row) -> str:
+    parts = []
+    for c in MAPPING:
+        if c in row and not (isinstance(row[c], float) and np.isnan(row[c])):
+            v = row[c]
+            if c in ("cp", "ep", "vp") and fmt(v) == "1":
+                continue
+            parts.append(f"{_SHORT.get(c, c)}{'=' if c == 'recompute' else ''}{fmt(v)}")
+    return " ".join(parts)

@@ -1,0 +1,179 @@
+"""The HTML page: one self-contained file (inline CSS, SVG and a few lines of script; nothing fetched)."""
+
+from __future__ import annotations
+
+import itertools
+from html import escape
+
+import numpy as np
+import pandas as pd
+
+from dse.report import svg
+from dse.report.breakdown import breakdown, colours, is_loss
+from dse.report.data import TABLE_METRICS, Run, design_label, fmt, mapping_label
+
+CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bottom:1px solid #ddd;padding-bottom:3px}
+.meta{color:#555}.panels{display:flex;flex-wrap:wrap;gap:8px}
+svg text{font-size:11px;fill:#333}svg .axis{font-size:12px;fill:#111}
+svg .plot{fill:#fafafa;stroke:#bbb}svg .grid{stroke:#e6e6e6}
+svg g.infeasible circle{opacity:.18;fill:#aaa}svg g.dominated circle{opacity:.28}
+svg g.front circle{stroke:#000;stroke-width:.8}svg circle:hover{stroke:#000;stroke-width:2;opacity:1}
+svg .frontline{fill:none;stroke-width:1.5;opacity:.7}svg rect.seg:hover{opacity:.75}
+table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{padding:3px 7px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
+th{background:#f3f3f3;cursor:pointer;user-select:none}th.l,td.l{text-align:left}
+th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
+tr:hover td{background:#fff8dc}.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:11px;height:11px;border-radius:6px;margin-right:4px;vertical-align:-1px}
+.pos{color:#1a7f37}.neg{color:#b42318}.note{color:#666;font-size:12.5px}.scroll{overflow-x:auto}
+"""
+
+JS = """
+(function(){
+document.querySelectorAll('table.sortable').forEach(function(t){
+ t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
+  var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),asc=th.dataset.dir!=='asc';
+  t.querySelectorAll('th').forEach(function(h){delete h.dataset.dir});th.dataset.dir=asc?'asc':'desc';
+  rows.sort(function(a,c){var x=a.cells[i].dataset.v,y=c.cells[i].dataset.v;
+   if(x===undefined)x=a.cells[i].textContent;if(y===undefined)y=c.cells[i].textContent;
+   var nx=parseFloat(x),ny=parseFloat(y),r=(isNaN(nx)||isNaN(ny))?String(x).localeCompare(String(y)):nx-ny;
+   return asc?r:-r;});
+  rows.forEach(function(r){b.appendChild(r)});});});});
+window.addEventListener('load',function(){var m=document.getElementById('render-ms');
+ if(m)m.textContent=String(Math.round(performance.now()));});
+})();
+"""
+
+
+def _cell(v, left=False) -> str:
+    num = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+    dv = f' data-v="{float(v):.6g}"' if num and np.isfinite(float(v)) else ""
+    return f'<td{dv}{" class=l" if left or not num else ""}>{escape(fmt(v))}</td>'
+
+
+def _table(header: list[str], rows: list[list], row_class: str, left: int = 0) -> str:
+    head = "".join(f'<th{" class=l" if i < left else ""}>{escape(h)}</th>' for i, h in enumerate(header))
+    body = "".join(f'<tr class="{row_class}">' + "".join(_cell(v, i < left) for i, v in enumerate(r)) + "</tr>"
+                   for r in rows)
+    return f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _hover(row, run: Run, objectives) -> str:
+    parts = [f"{run.name}: {design_label(row, run.design_columns)}", mapping_label(row)]
+    parts += [f"{m} = {fmt(row[m])}" for m in objectives]
+    for m in ("mfu", "goodput", "power_mw"):
+        if m in row and m not in objectives:
+            parts.append(f"{m} = {fmt(row[m])}")
+    if not bool(row.get("admissible", True)):
+        parts.append("infeasible or outside the constraints")
+    return "\n".join(parts)
+
+
+def front_panels(runs: list[Run]) -> str:
+    objectives = runs[0].objectives
+    names = list(objectives)
+    pairs = list(itertools.combinations(names, 2)) if len(names) > 2 else [tuple(names[:2])]
+    if len(names) < 2:
+        return "<p>One objective: no front to draw.</p>"
+    series_of = []
+    for k, run in enumerate(runs):
+        t = run.trials
+        on_front = np.zeros(len(t), dtype=bool)
+        if "trial" in t.columns and "trial" in run.front.columns:
+            on_front = t["trial"].isin(run.front["trial"]).to_numpy()
+        admissible = t["admissible"].to_numpy(dtype=bool)
+        kind = np.where(on_front, "front", np.where(admissible, "dominated", "infeasible"))
+        keep = [c for c in set(run.design_columns) | set(names) | {"mfu", "goodput", "power_mw", "admissible", "dp",
+                "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage"} if c in t]
+        titles = [_hover(r, run, names) for r in t[keep].to_dict("records")]
+        series_of.append(dict(label=run.name, colour=svg.PALETTE[k % len(svg.PALETTE)], kind=kind, title=titles,
+                              frame=t))
+    out = []
+    for xn, yn in pairs:
+        series = [dict(s, x=s["frame"][xn].to_numpy(dtype=np.float64), y=s["frame"][yn].to_numpy(dtype=np.float64))
+                  for s in series_of]
+        out.append(svg.scatter(f"{xn} ({objectives[xn]})", f"{yn} ({objectives[yn]})", series,
+                               connect=len(names) == 2, size=(760, 430) if len(pairs) == 1 else (svg.W, svg.H)))
+    legend = "".join(f'<span><i class="sw" style="background:{s["colour"]}"></i>{escape(s["label"])} '
+                     f'(front {int((s["kind"] == "front").sum())} of {len(s["kind"])} designs)</span>'
+                     for s in series_of)
+    return (f'<div class="legend">{legend}<span class="note">large: Pareto front; small: dominated; grey: infeasible '
+            f'or outside the constraints; hover a point for its design and mapping</span></div>'
+            f'<div class="panels">{"".join(out)}</div>')
+
+
+def front_table(runs: list[Run]) -> str:
+    objectives = list(runs[0].objectives)
+    design = list(dict.fromkeys(c for r in runs for c in r.design_columns))
+    metrics = objectives + [m for m in TABLE_METRICS if m not in objectives and any(m in r.front for r in runs)]
+    multi = len(runs) > 1
+    header = (["run"] if multi else []) + ["#"] + design + ["mapping"] + metrics
+    rows = []
+    for run in runs:
+        for i, r in enumerate(run.front.to_dict("records"), start=1):
+            rows.append(([run.name] if multi else []) + [i] + [r.get(c, "") for c in design] + [mapping_label(r)]
+                        + [r.get(m, np.nan) for m in metrics])
+    return _table(header, rows, "front-row", left=(1 if multi else 0) + 1 + len(design) + 1)
+
+
+def breakdown_section(runs: list[Run]) -> str:
+    out = []
+    for run in runs:
+        if run.front.empty:
+            continue
+        parts = breakdown(run.front)
+        labels = [f"{i}. {design_label(r, run.design_columns)}" for i, r in enumerate(run.front.to_dict("records"), 1)]
+        step = [c for c in parts.columns if not is_loss(c)]
+        loss = [c for c in parts.columns if is_loss(c)]
+        cols = {c: parts[c].to_numpy() for c in step + loss}
+        head = f"<h3>{escape(run.name)}</h3>" if len(runs) > 1 else ""
+        out.append(head + svg.stacked_bars(labels, cols, colours()))
+    return "".join(out)
+
+
+def sensitivity_section(run: Run, ranked: pd.DataFrame, sens: pd.DataFrame) -> str:
+    if ranked is None or ranked.empty:
+        return '<p class="note">No sensitivity (no feasible front design, or the model was not available).</p>'
+    metrics = list(run.objectives)
+    header = ["rank", "hardware change", "what changes"] + [f"{m} median gain %" for m in metrics] + \
+        ["mean gain %", "best design gain %"]
+    rows = [[i, name, r["what"]] + [r[m] for m in metrics] + [r["mean"], r["best_on_front"]]
+            for i, (name, r) in enumerate(ranked.iterrows(), start=1)]
+    table = _table(header, rows, "sens-row", left=3)
+    per = sens.pivot_table(index="design", columns="change", values=metrics[0], sort=False)
+    per = per[[c for c in ranked.index if c in per.columns]]
+    dheader = ["#", "design"] + [f"{c}" for c in per.columns]
+    drows = [[i + 1, design_label(run.front.iloc[i], run.design_columns)] + list(per.loc[i]) for i in per.index]
+    return (f"{table}<p class='note'>Gain: how much better each objective gets (percent; positive is better) when "
+            f"one hardware parameter of every front design improves by 10%, its mapping searched again. "
+            f"Median over the {len(run.front)} front designs; ranked by the mean over the objectives.</p>"
+            f"<details><summary>per design: {escape(metrics[0])} gain %</summary>"
+            f"{_table(dheader, drows, 'sens-design-row', left=2)}</details>")
+
+
+def page(runs: list[Run], ranked, sens, title: str) -> str:
+    first = runs[0]
+    objs = ", ".join(f"{m} ({d})" for m, d in first.objectives.items())
+    runs_meta = "".join(
+        f"<li><b>{escape(r.name)}</b> <code>{escape(str(r.root))}</code>: {len(r.trials)} distinct designs, "
+        f"{int(r.trials['admissible'].sum())} feasible, front {len(r.front)}; "
+        f"{escape(str(r.info.get('spec', {}).get('description', '')))} "
+        f"(status {escape(str(r.info.get('status', '?')))}, seed {escape(str(r.info.get('seed', '?')))}, "
+        f"commit {escape(str(r.info.get('git_commit') or '?')[:10])})</li>" for r in runs)
+    sens_title = "Sensitivity: which hardware change pays most" + (f" ({escape(first.name)})" if len(runs) > 1 else "")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>{escape(title)}</title><style>{CSS}</style></head><body>
+<h1>{escape(title)}</h1>
+<p class="meta">Objectives: {escape(objs)}.</p><ul class="meta">{runs_meta}</ul>
+<h2 id="front">Pareto front</h2>{front_panels(runs)}
+<h2 id="table">Front designs</h2><p class="note">Click a column to sort.</p>{front_table(runs)}
+<h2 id="breakdown">What bounds each front design: time per step</h2>
+<p class="note">Compute, exposed communication of each kind, pipeline bubble and optimizer sum to the step time;
+checkpoint stalls, failure rework and restarts and planned maintenance are the goodput losses as seconds per step.</p>
+{breakdown_section(runs)}
+<h2 id="sensitivity">{sens_title}</h2>{sensitivity_section(first, ranked, sens)}
+<p class="note">Written by dse report. Loaded in <span id="render-ms">?</span> ms.</p>
+<script>{JS}</script>
+</body></html>
+"""

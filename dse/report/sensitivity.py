@@ -1,0 +1,125 @@
+"""Which hardware change pays most: every front design re-scored with each hardware parameter of the
+space improved by 10% (bandwidths and GEMM efficiency x1.1, prices x0.9, the scale-up domain to the next
+size), its mapping searched again, all designs x changes in one vectorized call of the model."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+GEMM_EFF = ("gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4")
+
+
+def _next_domain(v: np.ndarray) -> np.ndarray:
+    """The next scale-up domain size at least 10% larger, on multiples of 8 (8 -> 16, 72 -> 80)."""
+    v = np.asarray(v, dtype=np.float64)
+    return np.maximum(np.ceil(v * 1.1 / 8.0) * 8.0, v + 1.0)
+
+
+#: (name, what changes, columns, how): ``how`` maps the column's values to improved ones
+CHANGES: tuple[tuple[str, str, tuple[str, ...], Callable[[np.ndarray], np.ndarray]], ...] = (
+    ("HBM bandwidth", "gpu_hbm_tbps x1.1", ("gpu_hbm_tbps",), lambda v: v * 1.1),
+    ("scale-up bandwidth", "scaleup_gbps x1.1", ("scaleup_gbps",), lambda v: v * 1.1),
+    ("scale-up size", "scaleup_size to the next multiple of 8 >= x1.1", ("scaleup_size",), _next_domain),
+    ("NIC bandwidth", "nic_gbps x1.1", ("nic_gbps",), lambda v: v * 1.1),
+    ("GEMM efficiency", "gpu_gemm_eff_* x1.1 (at most 1)", GEMM_EFF, lambda v: np.minimum(v * 1.1, 1.0)),
+    ("server price", "server_usd_per_gpu x0.9", ("server_usd_per_gpu",), lambda v: v * 0.9),
+    ("cloud price", "cloud_usd_per_gpu_hr x0.9", ("cloud_usd_per_gpu_hr",), lambda v: v * 0.9),
+)
+
+
+def design_table(run, front: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The front designs as the sweep scored them: the space's fixed columns and each design's searched ones."""
+    spec = run.info.get("spec", {})
+    table: dict[str, object] = {}
+    for k, v in spec.get("workload", {}).items():
+        table[k] = np.asarray(front[k]) if k in front.columns else v
+    for k, v in spec.get("cluster", {}).items():
+        table[k] = np.asarray(front[k]) if k in front.columns else v
+    mapping = spec.get("mapping")
+    if isinstance(mapping, Mapping):  # mapping columns the space fixes to one value
+        for k, v in mapping.items():
+            if isinstance(v, list) and len(v) == 1:
+                table[k] = v[0]
+            elif not isinstance(v, (list, dict)) and v != "auto":
+                table[k] = v
+    n = len(front)
+    return {k: (np.asarray(v) if np.ndim(v) else np.full(n, v, dtype=object if isinstance(v, str) else None))
+            for k, v in table.items()}
+
+
+def _choices(run):
+    import objectives
+
+    mapping = run.info.get("spec", {}).get("mapping")
+    choices = dict(objectives.DEFAULT_CHOICES)
+    if isinstance(mapping, Mapping):
+        for k, v in mapping.items():
+            if isinstance(v, list) and len(v) > 1:
+                choices[k] = tuple(v)
+    return choices
+
+
+def sensitivity(run, score: Callable[[dict], Mapping[str, np.ndarray]] | None = None) -> pd.DataFrame:
+    """One row per (front design, change): the objectives' improvement in percent (positive = better).
+
+    ``score`` maps a design table to metrics (default: ``objectives.search_mapping`` with the space's
+    mapping choices). Changes whose columns the front lacks are skipped.
+    """
+    front = run.front
+    if front.empty:
+        return pd.DataFrame()
+    if score is None:
+        import objectives
+
+        choices = _choices(run)
+
+        def score(t):
+            return objectives.search_mapping(t, choices=choices)
+
+    base = design_table(run, front)
+    n = len(front)
+    changes = [c for c in CHANGES if all(col in front.columns for col in c[2])]
+    blocks = [base]
+    for _, _, cols, how in changes:
+        block = dict(base)
+        for col in cols:
+            block[col] = how(front[col].to_numpy(dtype=np.float64))
+        blocks.append(block)
+    keys = set().union(*blocks)
+    table = {}
+    for k in keys:  # a column that only changed blocks set takes the front's value elsewhere
+        parts = [b[k] if k in b else front[k].to_numpy() for b in blocks]
+        table[k] = np.concatenate([np.asarray(p, dtype=object) if np.asarray(p).dtype.kind in "OUS" else
+                                   np.asarray(p, dtype=np.float64) for p in parts])
+    with np.errstate(all="ignore"):
+        out = score(table)
+    feasible = np.asarray(out.get("feasible", np.ones(n * (len(changes) + 1), dtype=bool)), dtype=bool)
+    rows = []
+    for j, (name, what, _, _) in enumerate(changes, start=1):
+        for i in range(n):
+            r = {"design": i, "change": name, "what": what}
+            for metric, direction in run.objectives.items():
+                old = float(np.asarray(out[metric])[i])
+                new = float(np.asarray(out[metric])[j * n + i])
+                ok = feasible[i] and feasible[j * n + i] and old not in (0.0,) and math.isfinite(old) and math.isfinite(new)
+                gain = ((old - new) / abs(old) if direction == "min" else (new - old) / abs(old)) * 100 if ok else np.nan
+                r[metric] = gain
+            rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def ranking(sens: pd.DataFrame, objectives: Mapping[str, str]) -> pd.DataFrame:
+    """Per change: the median improvement of each objective over the front, ranked by their mean."""
+    if sens.empty:
+        return pd.DataFrame()
+    metrics = list(objectives)
+    g = sens.groupby("change", sort=False)
+    table = g[metrics].median()
+    table["what"] = g["what"].first()
+    table["mean"] = table[metrics].mean(axis=1)
+    table["best_on_front"] = g[metrics].max().max(axis=1)
+    return table.sort_values("mean", ascending=False, na_position="last")

@@ -1,0 +1,148 @@
+"""Inline SVG charts (no script, no external file): a scatter panel of two objectives and stacked bars.
+Every point carries its design and mapping in a <title>, which the browser shows on hover."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+import numpy as np
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+W, H, ML, MR, MT, MB = 520, 360, 70, 16, 14, 46
+
+
+class Axis:
+    """Linear, or logarithmic when the values are positive and span more than a factor of 20."""
+
+    def __init__(self, values: np.ndarray, lo_px: float, hi_px: float):
+        v = values[np.isfinite(values) & (np.abs(values) < 1e100)]
+        lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
+        self.log = lo > 0 and hi / lo > 20
+        if self.log:
+            lo, hi = math.log10(lo), math.log10(hi)
+        if not hi > lo or not math.isfinite(hi - lo):
+            lo, hi = (lo - 0.5, hi + 0.5) if math.isfinite(hi - lo) else (0.0, 1.0)
+        pad = (hi - lo) * 0.04
+        self.lo, self.hi, self.lo_px, self.hi_px = lo - pad, hi + pad, lo_px, hi_px
+
+    def __call__(self, v):
+        v = np.asarray(v, dtype=np.float64)
+        if self.log:
+            v = np.log10(np.where(v > 0, v, np.nan))
+        return self.lo_px + (v - self.lo) / (self.hi - self.lo) * (self.hi_px - self.lo_px)
+
+    def ticks(self) -> list[float]:
+        if self.log:
+            out = [m * 10.0 ** e for e in range(math.floor(self.lo), math.ceil(self.hi) + 1) for m in (1, 2, 5)]
+            out = [t for t in out if self.lo <= math.log10(t) <= self.hi]
+            return out if len(out) >= 2 else [10 ** self.lo, 10 ** self.hi]
+        step = 10 ** math.floor(math.log10((self.hi - self.lo) / 5))
+        for m in (1, 2, 5, 10):
+            if (self.hi - self.lo) / (step * m) <= 7:
+                step *= m
+                break
+        start = math.ceil(self.lo / step) * step
+        return [start + i * step for i in range(int((self.hi - start) / step) + 1)]
+
+
+def _placeable(v) -> np.ndarray:
+    """Values a chart can place: finite and not astronomically large (a what-if far outside physics)."""
+    v = np.asarray(v, dtype=np.float64)
+    return np.isfinite(v) & (np.abs(v) < 1e100)
+
+
+def tick_label(v: float) -> str:
+    a = abs(v)
+    if a >= 1e9:
+        return f"{v / 1e9:g}G"
+    if a >= 1e6:
+        return f"{v / 1e6:g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:g}k"
+    return f"{v:.4g}"
+
+
+def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, size: tuple[int, int] = (W, H)) -> str:
+    """One panel. ``series``: dicts with label, colour, and arrays x, y, kind ('front', 'dominated',
+    'infeasible'), title (hover text); fronts are drawn on top and, with ``connect``, joined by a step line."""
+    W, H = size
+    allx = np.concatenate([s["x"] for s in series]) if series else np.zeros(0)
+    ally = np.concatenate([s["y"] for s in series]) if series else np.zeros(0)
+    ax, ay = Axis(allx, ML, W - MR), Axis(ally, H - MB, MT)
+    out = [f'<svg class="scatter" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+           f'aria-label="{escape(yname)} against {escape(xname)}">',
+           f'<rect x="{ML}" y="{MT}" width="{W - ML - MR}" height="{H - MT - MB}" class="plot"/>']
+    for t in ax.ticks():
+        px = float(ax(t))
+        out.append(f'<line x1="{px:.1f}" y1="{MT}" x2="{px:.1f}" y2="{H - MB}" class="grid"/>'
+                   f'<text x="{px:.1f}" y="{H - MB + 14}" class="tick" text-anchor="middle">{tick_label(t)}</text>')
+    for t in ay.ticks():
+        py = float(ay(t))
+        out.append(f'<line x1="{ML}" y1="{py:.1f}" x2="{W - MR}" y2="{py:.1f}" class="grid"/>'
+                   f'<text x="{ML - 4}" y="{py + 4:.1f}" class="tick" text-anchor="end">{tick_label(t)}</text>')
+    out.append(f'<text x="{(ML + W - MR) / 2}" y="{H - 8}" class="axis" text-anchor="middle">{escape(xname)}'
+               f'{" (log)" if ax.log else ""}</text>'
+               f'<text transform="translate(14 {(MT + H - MB) / 2}) rotate(-90)" class="axis" text-anchor="middle">'
+               f'{escape(yname)}{" (log)" if ay.log else ""}</text>')
+    for layer in ("infeasible", "dominated", "front"):
+        for s in series:
+            m = (s["kind"] == layer) & _placeable(s["x"]) & _placeable(s["y"])
+            if not m.any():
+                continue
+            px, py, titles = ax(s["x"][m]), ay(s["y"][m]), np.asarray(s["title"])[m]
+            if layer == "front" and connect and m.sum() > 1:
+                order = np.argsort(px)
+                pts = []
+                for k, i in enumerate(order):
+                    if k:
+                        pts.append(f"{px[i]:.1f},{py[order[k - 1]]:.1f}")
+                    pts.append(f"{px[i]:.1f},{py[i]:.1f}")
+                out.append(f'<polyline points="{" ".join(pts)}" class="frontline" stroke="{s["colour"]}"/>')
+            r = 4.5 if layer == "front" else 2.5
+            run = escape(s["label"], quote=True)
+            out.append(f'<g class="{layer}" fill="{s["colour"]}" data-run="{run}">')
+            out.extend(f'<circle class="{layer}" cx="{x:.1f}" cy="{y:.1f}" r="{r}"><title>{escape(t)}</title></circle>'
+                       for x, y, t in zip(px, py, titles))
+            out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def stacked_bars(labels: list[str], parts: dict[str, np.ndarray], colours: dict[str, str], unit: str = "s") -> str:
+    """Horizontal stacked bars, one per label; ``parts``: part name -> values (one per label)."""
+    n = len(labels)
+    parts = {k: np.where(_placeable(v) & (np.asarray(v, dtype=np.float64) > 0), v, 0.0) for k, v in parts.items()}
+    bh, gap, left, right = 18, 6, 250, 20
+    width = 820
+    height = MT + n * (bh + gap) + 40
+    totals = np.sum(list(parts.values()), axis=0) if parts else np.zeros(n)
+    top = float(np.max(totals)) if n and np.max(totals) > 0 else 1.0
+    scale = (width - left - right) / top
+    out = [f'<svg class="bars" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+           f'aria-label="step time breakdown">']
+    for i, lab in enumerate(labels):
+        y = MT + i * (bh + gap)
+        out.append(f'<text x="{left - 6}" y="{y + bh - 5}" class="tick" text-anchor="end">{escape(lab)}</text>')
+        x = float(left)
+        for name, vals in parts.items():
+            v = float(vals[i])
+            if v <= 0:
+                continue
+            w = v * scale
+            out.append(f'<rect class="seg" x="{x:.1f}" y="{y}" width="{max(w, 0.5):.1f}" height="{bh}" '
+                       f'fill="{colours.get(name, "#999")}"><title>{escape(lab)}: {escape(name)} '
+                       f'{v:.4g} {unit} ({v / max(totals[i], 1e-30):.0%})</title></rect>')
+            x += w
+        out.append(f'<text x="{x + 4:.1f}" y="{y + bh - 5}" class="tick">{totals[i]:.3g} {unit}</text>')
+    y = MT + n * (bh + gap) + 8
+    x = float(left)
+    for name in parts:
+        out.append(f'<rect x="{x:.0f}" y="{y}" width="10" height="10" fill="{colours.get(name, "#999")}"/>'
+                   f'<text x="{x + 13:.0f}" y="{y + 9}" class="tick">{escape(name)}</text>')
+        x += 20 + 6.2 * len(name)
+        if x > width - 90:
+            x, y = float(left), y + 14
+    out.append("</svg>")
+    return "".join(out).replace(f'height="{height}"', f'height="{y + 16}"', 1).replace(
+        f'viewBox="0 0 {width} {height}"', f'viewBox="0 0 {width} {y + 16}"', 1)
