@@ -114,6 +114,18 @@ def _check_numbers(user: Columns) -> None:
             raise InputError(f"'{raw.iloc[row]}' is not a number", column=name, row=row)
 
 
+def _fill(values: np.ndarray, default: float) -> np.ndarray:
+    """Blank (NaN) cells of a float column set to ``default``; a constant column stays a constant view."""
+    if is_constant(values):
+        return np.broadcast_to(np.where(np.isnan(values[:1]), default, values[:1]), values.shape)
+    return np.where(np.isnan(values), default, values)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The cells worth checking: one for a constant column (its row 0 stands for all), else all."""
+    return values[:1] if is_constant(values) else values
+
+
 def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     """(user columns broadcast, model inputs as float arrays). Raises InputError on bad user input."""
     user = as_columns(table)
@@ -137,8 +149,8 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             one = _as_float(value)
             if one is not None:
                 floats[name] = one
-    for name, default in DEFAULTS.items():
-        floats[name] = np.where(np.isnan(floats[name]), default, floats[name]) if name in floats else np.full(n, default)
+    for name, default in DEFAULTS.items():  # absent: a zero-copy constant column
+        floats[name] = _fill(floats[name], default) if name in floats else np.broadcast_to(np.float64(default), (n,))
     if "n_kv_heads" not in floats:
         floats["n_kv_heads"] = floats["n_heads"]
     floats["n_kv_heads"] = np.where(np.isnan(floats["n_kv_heads"]), floats["n_heads"], floats["n_kv_heads"])
@@ -148,7 +160,7 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     sp = floats.get("sequence_parallel", np.full(n, np.nan))
     floats["sequence_parallel"] = np.where(np.isnan(sp), (floats["tp"] > 1).astype(np.float64), sp)
     for name, low in REQUIRED.items():
-        v = floats[name]
+        v = _distinct(floats[name])
         bad = ~((v > 0) if low == 0 else (v >= low)) | (v == np.inf)  # NaN compares False: caught too
         row = _bad_row(bad)
         if row is not None:
@@ -156,7 +168,7 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             raise InputError(f"{what} is not valid; needs a finite number >= {low}" + (" (> 0)" if low == 0 else ""), column=name, row=row)
     for name in INTEGER_COLUMNS:
         if name in floats:
-            v = floats[name]
+            v = _distinct(floats[name])
             row = _bad_row((v != np.floor(v)) & np.isfinite(v) | (v < 0))
             if row is not None:
                 raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
