@@ -33,21 +33,26 @@ def to_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def write_table(columns: dict[str, np.ndarray], path: str | Path, metadata: dict[str, str] | None = None) -> None:
     """Write columns to Parquet (or CSV by suffix), atomically: temporary file, then rename."""
+    import io
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from dse.store import atomic_write_bytes
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
     frame = pd.DataFrame({k: np.asarray(v) for k, v in columns.items()})
     if p.suffix.lower() == ".csv":
-        frame.to_csv(tmp, index=False)
+        data = frame.to_csv(index=False).encode()
     else:
         table = pa.Table.from_pandas(frame, preserve_index=False)
         if metadata:
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}})
-        pq.write_table(table, tmp)
-    tmp.replace(p)
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer)
+        data = buffer.getvalue()
+    atomic_write_bytes(p, data)
 
 
 def describe_input_error(exc, path: str | Path) -> UserError:

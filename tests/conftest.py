@@ -112,3 +112,13 @@ def pytest_terminal_summary(terminalreporter):
             f"hostile input: {HOSTILE['inputs']} generated bad inputs ({HOSTILE['spaces']} spaces, "
             f"{HOSTILE['tables']} design tables; {HOSTILE['rejected']} rejected in one line with exit 2, "
             f"{HOSTILE['accepted']} accepted as rows), {HOSTILE['tracebacks']} tracebacks")
+
+
+def evaluate_405b(**row):
+    """Llama-3.1 405B on 16,384 H100s with a fixed mapping (the economics tests' reference design)."""
+    import objectives
+
+    base = dict(model="llama3.1-405b", gpu="h100-sxm", n_gpus=16384, global_batch=2048, seq_len=8192,
+                tp=8, pp=16, micro_batch=1, train_tokens=15e12)
+    base.update(row)
+    return objectives.evaluate(base)

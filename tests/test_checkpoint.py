@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
-import objectives
 from objectives import catalog
 from objectives.checkpoint import dataset_bytes_per_token
+from conftest import evaluate_405b
 
 CATALOG = Path(catalog.__file__).parent
 
@@ -22,11 +22,7 @@ PARAMS_405B = 405_853_388_800
 CKPT_405B_GB = PARAMS_405B * 14 / 1e9
 
 
-def _eval(**row):
-    base = dict(model="llama3.1-405b", gpu="h100-sxm", n_gpus=16384, global_batch=2048, seq_len=8192,
-                tp=8, pp=16, micro_batch=1, train_tokens=15e12)
-    base.update(row)
-    return objectives.evaluate(base)
+_eval = evaluate_405b
 
 
 def test_405b_checkpoint_size():

@@ -6,16 +6,12 @@ import math
 import numpy as np
 import pytest
 
-import objectives
 from objectives.calibration import Calibration
 from objectives.reliability import Reliability, daly_goodput, daly_interval_s, young_interval_s
+from conftest import evaluate_405b
 
 
-def _eval(**row):
-    base = dict(model="llama3.1-405b", gpu="h100-sxm", n_gpus=16384, global_batch=2048, seq_len=8192,
-                tp=8, pp=16, micro_batch=1, train_tokens=15e12)
-    base.update(row)
-    return objectives.evaluate(base)
+_eval = evaluate_405b
 
 
 def test_llama3_interruption_interval():
