@@ -1,13 +1,13 @@
 """Scoring design tables on Ray actors, in chunks (or in-process with :class:`LocalPool`).
 
-The engine hands a pool one batch at a time (:meth:`Pool.map`): the batch's design table is cut into one
+The engine hands a pool one batch at a time (:meth:`Pool.submit`): the batch's design table is cut into one
 chunk per worker (or a few), each chunk goes to a free actor as a dict of numpy arrays, the actor runs the
 scoring function over the whole chunk in one vectorized call, and the chunks' result tables are joined
 back in order. Actors are started once per run and reused, so a batch costs one task per chunk: never one
 task per design, and no Ray Tune. This module knows nothing of Optuna.
 
-When each method is called: :func:`open_pool` once per run (it joins or starts Ray), :meth:`Pool.map` once
-per batch, :meth:`Pool.close` at the end of the run (it leaves a Ray it did not start running).
+When each method is called: :func:`open_pool` once per run (it joins or starts Ray), :meth:`Pool.submit`
+once per batch (it returns at once; the function it returns waits for the batch's results), :meth:`Pool.close` at the end of the run (it leaves a Ray it did not start running).
 """
 
 from __future__ import annotations
@@ -60,9 +60,15 @@ class Pool:
     #: seconds spent inside the scoring function, summed over chunks (for the time breakdown)
     actor_seconds: float = 0.0
 
-    def map(self, table: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Score a whole batch; result rows are in the order of the input rows (called once per batch)."""
+    def submit(self, table: Mapping[str, Any]) -> Callable[[], dict[str, np.ndarray]]:
+        """Start scoring a whole batch and return at once; the returned function waits for the result
+        (rows in the order of the input rows). Called once per batch: the engine commits the previous
+        batch while the workers score this one."""
         raise NotImplementedError
+
+    def map(self, table: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Score a whole batch and wait for it."""
+        return self.submit(table)()
 
     def close(self) -> None:
         """Release workers (called once, at the end of the run)."""
@@ -75,18 +81,19 @@ class Pool:
 
 
 class LocalPool(Pool):
-    """Scores in the calling process (``--no-ray``): for tiny runs, tests and profiling."""
+    """Scores in the calling process (``--no-ray``): for tiny runs, tests and profiling. Nothing overlaps:
+    :meth:`submit` scores before it returns."""
 
     def __init__(self, score: ScoreFn):
         self._score = score
         self.n_workers = 1
         self.description = "in-process (no Ray)"
 
-    def map(self, table):
+    def submit(self, table):
         t0 = time.perf_counter()
         out = {k: np.asarray(v) for k, v in self._score(table).items()}
         self.actor_seconds += time.perf_counter() - t0
-        return out
+        return lambda: out
 
 
 def pack(table: Mapping[str, np.ndarray]) -> tuple:
@@ -152,13 +159,19 @@ class RayPool(Pool):
         self.description = f"{n_workers} Ray actor{'s' if n_workers != 1 else ''} ({where})"
         self.actor_seconds = 0.0
 
-    def map(self, table):
+    def submit(self, table):
         """One chunk per actor by default (a Ray task costs milliseconds here, whatever its size); with
         ``chunks_per_worker`` > 1, chunks go to whichever actor is free. Results keep input order."""
         chunks = split(table, self.n_workers * self.chunks_per_worker)
-        results = list(self._pool.map(lambda actor, chunk: actor.score.remote(chunk), chunks))
-        self.actor_seconds += sum(r[1] for r in results)
-        return concat([unpack(r[0]) for r in results])
+        for chunk in chunks:
+            self._pool.submit(lambda actor, c: actor.score.remote(c), chunk)
+
+        def wait() -> dict[str, np.ndarray]:
+            results = [self._pool.get_next() for _ in chunks]
+            self.actor_seconds += sum(r[1] for r in results)
+            return concat([unpack(r[0]) for r in results])
+
+        return wait
 
     def close(self):
         for a in self._actors:

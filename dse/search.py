@@ -3,11 +3,12 @@
 :class:`Searcher` owns the study. Each batch, :mod:`dse.sweep` calls, in this order:
 
 1. :meth:`Searcher.ask` -- a fresh sampler for the batch (seeded from the run's seed and the batch
-   index, so seeded runs and resumed runs propose the same designs), then ``study.ask`` once per design.
-   For NSGA-II a batch is one generation (``population_size`` = batch size).
+   index, so seeded runs and resumed runs propose the same designs). NSGA-II makes a whole generation in
+   one call (``population_size`` = batch size; its trials are created in one storage call); the other
+   samplers are asked once per design, as ``study.ask`` and ``Trial.suggest_*`` ask them.
 2. :meth:`Searcher.tell` -- after the batch was scored: every trial's constraint values (stored as
    ``trial.set_constraint`` stores them, <= 0 feasible; an infeasible design is told, never failed) and
-   its objective values (``study.tell``).
+   its objective values, as ``study.tell`` does (the sampler's ``after_trial``, then the trial finished).
 3. :meth:`Searcher.record` -- the batch's finished trials as plain JSON (stored with the batch's Parquet
    part, which is the commit point), then :meth:`Searcher.journal_append` appends them to the run's
    Optuna journal (``optuna.storages.JournalStorage`` file) with one write and fsync.
@@ -22,6 +23,7 @@ written from it once per batch.
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
@@ -63,7 +65,12 @@ class Searcher:
         self._grid_sampler: BaseSampler | None = None
         self._study_attrs_seen: dict[str, Any] = {}
         self._generations = GenerationIndex()
-        #: every design asked in this run, as a tuple of parameter values (NSGA-II's duplicate elimination)
+        dists = space.distributions
+        #: the value of each single-valued distribution; the others vary
+        self._single = {k: optuna.distributions._get_single_value(d) for k, d in dists.items() if d.single()}
+        self._varying = [k for k in dists if k not in self._single]
+        #: every design asked in this run, as a tuple of its varying parameters' values (NSGA-II's
+        #: duplicate elimination compares children with these)
         self._seen: set[tuple] = set()
 
     @property
@@ -71,14 +78,15 @@ class Searcher:
         """Trials asked so far (finished ones, between batches)."""
         return len(self.study._storage.get_all_trials(self.study._study_id, deepcopy=False))
 
-    def ask(self, n: int, batch_index: int) -> tuple[list[optuna.Trial], list[dict[str, Any]]]:
-        """Ask ``n`` trials with the batch's sampler; returns the trials and their parameters.
+    def ask(self, n: int, batch_index: int) -> tuple[list[FrozenTrial], list[dict[str, Any]]]:
+        """Ask ``n`` trials with the batch's sampler; returns the running trials and their parameters.
 
-        Each trial is created by ``study.ask()`` (which runs the sampler's ``before_trial``) and gets its
-        parameters as ``Trial.suggest_*`` would give them: from the sampler's ``sample_relative`` where
-        it proposes a value inside the distribution, else from ``sample_independent``; single-valued
-        distributions give their one value. They are then stored in one write per trial instead of one
-        per parameter.
+        A sampler that makes a whole batch at once (``sample_batch``: NSGA-II, a generation) is asked
+        once and its trials are created in one storage call. Any other sampler is asked as
+        ``Trial.suggest_*`` would ask it, one trial at a time: ``study.ask()`` (which runs the sampler's
+        ``before_trial``), then each parameter from ``sample_relative`` where it proposes a value inside
+        the distribution, else from ``sample_independent``; single-valued distributions give their one
+        value. Parameters are stored in one write per trial instead of one per parameter.
         """
         if self.settings.sampler == "grid":
             if self._grid_sampler is None:
@@ -88,6 +96,20 @@ class Searcher:
             sampler = make_sampler(self.settings, self.space, batch_index, self.directions, self._generations, self._seen)
         study = self.study
         study.sampler = sampler
+        study._thread_local.cached_all_trials = None  # as study.ask does: the study is about to grow
+        batch = getattr(sampler, "sample_batch", None)
+        made = batch(study, n) if batch is not None else None
+        if made is not None:
+            designs, attrs = made
+            params = [{**self._single, **d} for d in designs]
+            trials = study._storage.create_running_trials(study._study_id, params, self.space.distributions, attrs)
+        else:
+            trials, params = self._ask_one_by_one(sampler, n)
+        self._seen.update(tuple(p[k] for k in self._varying) for p in params)
+        return trials, params
+
+    def _ask_one_by_one(self, sampler: BaseSampler, n: int) -> tuple[list[FrozenTrial], list[dict[str, Any]]]:
+        study = self.study
         storage = study._storage
         dists = self.space.distributions
         trials, params = [], []
@@ -98,8 +120,8 @@ class Searcher:
             relative = sampler.sample_relative(study, frozen, space) if space else {}
             p: dict[str, Any] = {}
             for name, dist in dists.items():
-                if dist.single():
-                    value = optuna.distributions._get_single_value(dist)
+                if name in self._single:
+                    value = self._single[name]
                 elif name in relative and name in space and dist._contains(dist.to_internal_repr(relative[name])):
                     value = relative[name]
                 else:
@@ -108,19 +130,21 @@ class Searcher:
                         raise ValueError(f"sampler proposed {value!r} outside {name}'s distribution")
                 p[name] = value
             storage.set_trial_params(trial._trial_id, p, dists)
-            trial._cached_frozen_trial = storage.get_trial(trial._trial_id)
-            trials.append(trial)
+            trials.append(storage.get_trial(trial._trial_id))
             params.append(p)
-            self._seen.add(tuple(p[k] for k in dists))
         return trials, params
 
-    def tell(self, trials: Sequence[optuna.Trial], values: np.ndarray, constraints: Mapping[str, np.ndarray]) -> None:
-        """Tell every trial of a batch: constraint values first (<= 0 feasible), then objective values.
+    def tell(self, trials: Sequence[FrozenTrial], values: np.ndarray, constraints: Mapping[str, np.ndarray]) -> None:
+        """Tell every trial of a batch: its constraint values (<= 0 feasible, stored as
+        ``trial.set_constraint`` stores them) and objective values, as ``study.tell`` does (the sampler's
+        ``after_trial``, then the trial finished), in one storage write per trial.
 
         ``values`` is (n, n_objectives) and may hold inf; NaN means the model gave no value and is told as
         the worst value of that direction.
         """
         values = np.asarray(values, dtype=np.float64).reshape(len(trials), -1)
+        if values.shape[1] != len(self.directions):
+            raise ValueError(f"{values.shape[1]} objective values per trial; the study has {len(self.directions)}")
         worst = np.array([np.inf if d == StudyDirection.MINIMIZE else -np.inf for d in self.directions])
         values = np.where(np.isnan(values), worst, values)
         names = list(constraints)
@@ -129,12 +153,19 @@ class Searcher:
         cons = np.minimum(cons, 1e300)  # Optuna sums violations: keep them finite
         vals = values.tolist()
         cons_l = cons.tolist()
-        storage = self.study._storage
+        study = self.study
+        study._thread_local.cached_all_trials = None
+        storage, sampler = study._storage, study.sampler
         keys = [f"{_CONSTRAINTS_KEY}:{name}" for name in names]  # what Trial.set_constraint stores
+        finished = []
         for i, trial in enumerate(trials):
-            storage.set_trial_system_attrs(trial._trial_id, dict(zip(keys, cons_l[i])))
-            _tell(self.study, trial, vals[i])
-        self._generations.add(storage.get_trial(t._trial_id) for t in trials)
+            attrs = dict(zip(keys, cons_l[i]))
+            current = storage.get_trial(trial._trial_id)
+            if current.state != TrialState.RUNNING:
+                raise ValueError(f"cannot tell trial {current.number}: it is {current.state.name}")
+            sampler.after_trial(study, _with_attrs(current, attrs), TrialState.COMPLETE, vals[i])
+            finished.append(storage.complete_trial(trial._trial_id, vals[i], attrs))
+        self._generations.add(finished)
 
     def record(self, trials: Sequence[optuna.Trial]) -> dict[str, Any]:
         """JSON-able record of a told batch, by column: each trial's number, parameters (Optuna's internal
@@ -199,8 +230,7 @@ class Searcher:
         self._study_attrs_seen = dict(attrs)
         self._generations = GenerationIndex()
         self._generations.add(self.study._storage.get_all_trials(self.study._study_id, deepcopy=False))
-        names = list(self.space.distributions)
-        self._seen = {tuple(t.params[k] for k in names) for t in trials}
+        self._seen = {tuple(t.params[k] for k in self._varying) for t in trials}
         if self.journal is not None:
             stored, stored_attrs = self.journal.load()
             same = len(stored) == len(trials) and all(
@@ -212,14 +242,11 @@ class Searcher:
 
 _MISSING = object()
 
-try:  # study.tell without the deep copy of the finished trial it returns (unused here)
-    from optuna.study._tell import _tell_with_warning
-
-    def _tell(study, trial, values) -> None:
-        _tell_with_warning(study, trial, values, suppress_warning=True)
-except ImportError:  # a future Optuna: the public call does the same
-    def _tell(study, trial, values) -> None:
-        study.tell(trial, values)
+def _with_attrs(trial: FrozenTrial, attrs: Mapping[str, Any]) -> FrozenTrial:
+    """A copy of a running trial with system attributes added (what a sampler's ``after_trial`` sees)."""
+    out = copy.copy(trial)
+    out.system_attrs = {**trial.system_attrs, **attrs}
+    return out
 
 
 def _dt(text: str | None) -> datetime | None:

@@ -332,9 +332,10 @@ class JournalMirror:
         """The CREATE_TRIAL record ``JournalStorage.create_new_trial(template_trial=t)`` writes, encoded
         directly: the distributions (the same for every trial of a run) are encoded once, not per trial.
         Tests load the file back with Optuna and compare."""
-        if self._dists is None or any(self._dists.get(k) is not d for k, d in t.distributions.items()) \
-                or len(self._dists) != len(t.distributions):
-            self._dists = dict(t.distributions)
+        if t.distributions is not self._dists and (
+                self._dists is None or len(self._dists) != len(t.distributions)
+                or any(self._dists.get(k) is not d for k, d in t.distributions.items())):
+            self._dists = t.distributions  # a batch's trials share one dict: checked once
             self._dists_json = json.dumps({k: distribution_to_json(d) for k, d in t.distributions.items()},
                                           separators=(",", ":"))
         multi = t.values is not None and len(t.values) > 1
@@ -353,7 +354,7 @@ class JournalMirror:
         }
         if t.datetime_complete:
             log["datetime_complete"] = _iso(t.datetime_complete)
-        body = json.dumps(log, separators=(",", ":"))
+        body = _ENCODER.encode(log)
         return f'{body[:-1]},"distributions":{self._dists_json}}}'
 
     def load(self) -> tuple[list[FrozenTrial], dict[str, Any]]:
@@ -376,6 +377,10 @@ class JournalMirror:
         other.append(trials, study_attrs)
         tmp.replace(self.path)
         self._storage = self._backend = self._study_id = None
+
+
+#: one encoder for every line (json.dumps with separators builds a new one per call)
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def _iso(dt: datetime | None) -> str | None:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.storages import InMemoryStorage
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 __all__ = ["BatchInMemoryStorage"]
-
-
 
 
 class BatchInMemoryStorage(InMemoryStorage):
@@ -21,7 +20,9 @@ class BatchInMemoryStorage(InMemoryStorage):
 
     The study never holds WAITING trials (the engine never enqueues): ``study.ask`` scans every trial for
     one, and a counter answers at once. Parameters and system attributes of a trial can be written in one
-    step (:meth:`set_trial_params`, :meth:`set_trial_system_attrs`), as the per-item calls would.
+    step (:meth:`set_trial_params`, :meth:`set_trial_system_attrs`), as the per-item calls would, and a
+    whole batch of running trials is created in one call (:meth:`create_running_trials`) and each is
+    finished in one write (:meth:`complete_trial`).
     """
 
     def __init__(self):
@@ -70,3 +71,46 @@ class BatchInMemoryStorage(InMemoryStorage):
             trial.distributions = {**trial.distributions, **distributions}
             self._set_trial(trial_id, trial)
 
+
+    def create_running_trials(self, study_id: int, params: Sequence[Mapping[str, Any]],
+                              distributions: Mapping[str, BaseDistribution],
+                              system_attrs: Mapping[str, Any]) -> list[FrozenTrial]:
+        """A batch of RUNNING trials with their parameters (external values) and the same system attributes:
+        what ``create_new_trial`` then ``set_trial_params`` per trial store, without a deep copy of a
+        template per trial. Returns the stored trials (read their ``number`` and ``_trial_id``)."""
+        now = datetime.now()
+        dists = dict(distributions)
+        with self._lock:
+            self._check_study_id(study_id)
+            study = self._studies[study_id]
+            known = study.param_distribution
+            for name, dist in dists.items():
+                if name in known and known[name] is not dist:
+                    optuna.distributions.check_distribution_compatibility(known[name], dist)
+                known[name] = dist
+            created = []
+            for p in params:
+                self._max_trial_id += 1
+                trial = FrozenTrial(number=len(study.trials), state=TrialState.RUNNING, value=None,
+                                    datetime_start=now, datetime_complete=None, params=dict(p),
+                                    distributions=dists, user_attrs={}, system_attrs=dict(system_attrs),
+                                    intermediate_values={}, trial_id=self._max_trial_id)
+                self._trial_id_to_study_id_and_number[trial._trial_id] = (study_id, trial.number)
+                study.trials.append(trial)
+                created.append(trial)
+            return created
+
+    def complete_trial(self, trial_id: int, values: Sequence[float], system_attrs: Mapping[str, Any]) -> FrozenTrial:
+        """Finish a running trial in one write: its system attributes (constraints), values and state
+        COMPLETE, as ``set_trial_system_attr`` per key then ``set_trial_state_values`` would. Returns the
+        finished trial."""
+        with self._lock:
+            trial = copy.copy(self._get_trial(trial_id))
+            self.check_trial_is_updatable(trial_id, trial.state)
+            trial.system_attrs = {**trial.system_attrs, **system_attrs}
+            trial.state = TrialState.COMPLETE
+            trial.values = values
+            trial.datetime_complete = datetime.now()
+            self._set_trial(trial_id, trial)
+            self._update_cache(trial_id, self._trial_id_to_study_id_and_number[trial_id][0])
+            return trial

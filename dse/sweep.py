@@ -1,10 +1,12 @@
 """One sweep, end to end: space -> Optuna batches -> actors -> tell -> Parquet -> Pareto front.
 
 :func:`run` is the engine's main loop. Per batch it asks the searcher for a batch of designs
-(:mod:`dse.search`), builds one columnar design table (:mod:`dse.space`), scores it on the pool in chunks
-(:mod:`dse.cluster`; by default each design's best feasible mapping from ``objectives.search_mapping``),
-tells every trial its objective values and constraint violations, commits the batch as one Parquet part
-(:mod:`dse.store`), appends it to the Optuna journal and updates the progress line. At the end it writes
+(:mod:`dse.search`), builds one columnar design table (:mod:`dse.space`), submits it to the pool, which
+scores it in chunks (:mod:`dse.cluster`; by default each design's best feasible mapping from
+``objectives.search_mapping``), tells every trial its objective values and constraint violations, and
+commits the batch as one Parquet part (:mod:`dse.store`), appends it to the Optuna journal and updates the
+progress line. The commit of a batch runs while the workers score the next one (asking a batch needs
+only the previous one told), so the driver's writing overlaps the model. At the end it writes
 ``pareto.parquet`` and returns a :class:`SweepResult`.
 
 The scoring function is injectable (``run(spec, evaluate_fn=...)``): tests drive the engine with toy
@@ -17,6 +19,7 @@ to Optuna with its objective values and a positive constraint violation, and is 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import platform
@@ -222,24 +225,41 @@ class ScoreCache:
         self._append(h[fresh], keys.iloc[fresh].reset_index(drop=True),
                      {k: np.asarray(v)[fresh] for k, v in table.items() if np.ndim(v) > 0})
 
-    def score(self, table: Mapping[str, Any], score: Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
-              ) -> tuple[dict[str, np.ndarray], int]:
-        """Results for every row of ``table`` (scoring only the distinct unknown designs) and how many were scored."""
+    def submit(self, table: Mapping[str, Any], submit: Callable[[Mapping[str, Any]], Callable[[], Mapping[str, np.ndarray]]]
+               ) -> Callable[[], tuple[dict[str, np.ndarray], int]]:
+        """Start scoring the distinct unknown designs of ``table`` with ``submit`` (which returns at once
+        with a function that waits for their results, as :meth:`dse.cluster.Pool.submit` does); returns
+        a function that waits and gives the results of every row and how many designs were scored."""
         n = max((len(v) for v in table.values() if np.ndim(v) > 0), default=1)
         if not self.key_columns:
-            return dict(score(table)), n
+            waiting = submit(table)
+            return lambda: (dict(waiting()), n)
         keys = self._keys(table, n)
         h, pos = self._lookup(keys)
         unknown = pos < 0
         uniq, first, inverse = np.unique(h, return_index=True, return_inverse=True)
         fresh = first[unknown[first]]  # first row of each distinct unknown design
-        if len(fresh):
-            sub = {k: (np.asarray(v)[fresh] if np.ndim(v) > 0 else v) for k, v in table.items()}
-            rows = self._append(h[fresh], keys.iloc[fresh].reset_index(drop=True), score(sub))
-            row_of_hash = np.full(len(uniq), -1, dtype=np.int64)
-            row_of_hash[np.searchsorted(uniq, h[fresh])] = rows
-            pos = np.where(unknown, row_of_hash[inverse.reshape(-1)], pos)
-        return {k: v[pos] for k, v in self._columns.items() if not k.startswith("__key__")}, len(fresh)
+        waiting = submit({k: (np.asarray(v)[fresh] if np.ndim(v) > 0 else v) for k, v in table.items()}) if len(fresh) else None
+
+        def wait() -> tuple[dict[str, np.ndarray], int]:
+            nonlocal pos
+            if waiting is not None:
+                rows = self._append(h[fresh], keys.iloc[fresh].reset_index(drop=True), waiting())
+                row_of_hash = np.full(len(uniq), -1, dtype=np.int64)
+                row_of_hash[np.searchsorted(uniq, h[fresh])] = rows
+                pos = np.where(unknown, row_of_hash[inverse.reshape(-1)], pos)
+            return {k: v[pos] for k, v in self._columns.items() if not k.startswith("__key__")}, len(fresh)
+
+        return wait
+
+    def score(self, table: Mapping[str, Any], score: Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
+              ) -> tuple[dict[str, np.ndarray], int]:
+        """Results for every row of ``table`` (scoring only the distinct unknown designs) and how many were scored."""
+        def now(sub):
+            result = score(sub)
+            return lambda: result
+
+        return self.submit(table, now)()
 
 
 def _key_path(spec: Spec, column: str | None) -> str:
@@ -255,11 +275,11 @@ def _key_path(spec: Spec, column: str | None) -> str:
     return column
 
 
-def _score_safely(score: Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]], table: Mapping[str, Any],
-                  spec: Spec) -> dict[str, np.ndarray]:
-    """Score; a user error raised by the model (bad input) becomes a one-line UserError."""
+@contextlib.contextmanager
+def _model_errors(spec: Spec):
+    """A user error raised by the model (bad input) becomes a one-line UserError."""
     try:
-        return dict(score(table))
+        yield
     except Exception as exc:  # a model InputError, maybe wrapped by Ray
         cause = getattr(exc, "cause", None) or exc
         if type(cause).__name__ == "InputError" or isinstance(cause, ValueError) and hasattr(cause, "column"):
@@ -267,6 +287,13 @@ def _score_safely(score: Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
             column = getattr(cause, "column", None)
             raise UserError(f"the model rejects this space: {detail}", where=f"{spec.source}: {_key_path(spec, column)}") from None
         raise
+
+
+def _score_safely(score: Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]], table: Mapping[str, Any],
+                  spec: Spec) -> dict[str, np.ndarray]:
+    """Score; a user error raised by the model (bad input) becomes a one-line UserError."""
+    with _model_errors(spec):
+        return dict(score(table))
 
 
 def preflight(spec: Spec, score: ScoreFn, n: int = 8) -> None:
@@ -323,6 +350,24 @@ def _open_run(spec: Spec | None, resume, run_dir, results, vocab) -> tuple[RunSt
     return store, spec, info
 
 
+@dataclass
+class _Batch:
+    """One batch on its way through the engine: asked and submitted, told, committed."""
+
+    index: int
+    n: int
+    trials: list = field(default_factory=list)
+    params: list = field(default_factory=list)
+    waiting: Callable[[], tuple[dict[str, np.ndarray], int]] | None = None
+    scored: dict[str, np.ndarray] = field(default_factory=dict)
+    values: np.ndarray | None = None
+    constraints: dict[str, np.ndarray] = field(default_factory=dict)
+    feasible: np.ndarray | None = None
+    meets: np.ndarray | None = None
+    #: seconds of each stage (see _BATCH_TIMERS); over a run they add up to the batch loop's wall time
+    times: dict[str, float] = field(default_factory=dict)
+
+
 class _Sweep:
     """The state of one run between batches; :func:`run` drives it (see the module doc)."""
 
@@ -334,7 +379,8 @@ class _Sweep:
         self.searcher = Searcher(self.space, s, spec.directions, journal_path=store.journal)
         self.cache = ScoreCache(self.space.design_columns if cache_designs else [])
         self.front = _Front(spec.directions)
-        self.done = self.batch_index = self.n_admissible = self.n_scored = 0
+        #: trials committed / asked (asked runs one batch ahead of committed while a batch is scored)
+        self.done = self.asked = self.batch_index = self.batches_asked = self.n_admissible = self.n_scored = 0
         self.meta = {
             "space_hash": spec.space_hash, "space": spec.name, "seed": s.seed, "sampler": s.sampler,
             "batch_size": s.batch_size, "versions": _versions(),
@@ -364,8 +410,8 @@ class _Sweep:
                                 where=str(self.store.root))
         if not parts:
             return
-        self.done = self.searcher.restore([read_metadata(p)["optuna"] for p in parts])
-        self.batch_index = len(parts)
+        self.done = self.asked = self.searcher.restore([read_metadata(p)["optuna"] for p in parts])
+        self.batch_index = self.batches_asked = len(parts)
         prev = self.store.read_trials()
         admissible = prev["admissible"].to_numpy(dtype=bool)
         self.n_admissible = int(admissible.sum())
@@ -397,46 +443,64 @@ class _Sweep:
             **extra,
         }
 
-    def batch(self, pool: Pool) -> dict[str, float]:
-        """Ask, score, tell and commit one batch; returns the seconds each stage took."""
-        n = min(self.spec.search.batch_size, self.total - self.done)
-        bt: dict[str, float] = {}
+    def start(self, pool: Pool) -> _Batch:
+        """Ask the next batch and submit it to the pool (returns while the workers score it)."""
+        n = min(self.spec.search.batch_size, self.total - self.asked)
+        b = _Batch(index=self.batches_asked, n=n)
+        self.batches_asked += 1
         t = time.perf_counter()
-        trials, params = self.searcher.ask(n, self.batch_index)
-        bt["ask"] = time.perf_counter() - t
+        b.trials, b.params = self.searcher.ask(n, b.index)
+        self.asked += n
+        b.times["ask"] = time.perf_counter() - t
         t = time.perf_counter()
-        table = self.space.table(params)
-        bt["table"] = time.perf_counter() - t
+        table = self.space.table(b.params)
+        b.times["table"] = time.perf_counter() - t
         t = time.perf_counter()
-        scored, n_scored = self.cache.score(table, lambda chunk: _score_safely(pool.map, chunk, self.spec))
+
+        def submit(chunk):
+            with _model_errors(self.spec):
+                return pool.submit(chunk)
+
+        b.waiting = self.cache.submit(table, submit)
+        b.times["score"] = time.perf_counter() - t
+        return b
+
+    def tell(self, b: _Batch) -> None:
+        """Wait for a submitted batch's results and tell them to the search (the next ask needs them)."""
+        t = time.perf_counter()
+        with _model_errors(self.spec):
+            b.scored, n_scored = b.waiting()
         self.n_scored += n_scored
-        bt["score"] = time.perf_counter() - t
+        b.times["score"] += time.perf_counter() - t
         t = time.perf_counter()
-        values, constraints, feasible, meets = _outcome(self.spec, scored, n)
-        self.searcher.tell(trials, values, constraints)
-        bt["tell"] = time.perf_counter() - t
+        b.values, b.constraints, b.feasible, b.meets = _outcome(self.spec, b.scored, b.n)
+        self.searcher.tell(b.trials, b.values, b.constraints)
+        b.times["tell"] = time.perf_counter() - t
+
+    def commit(self, b: _Batch) -> None:
+        """Commit a told batch: its Parquet part (the commit point), then the journal and the counters."""
         t = time.perf_counter()
-        record = self.searcher.record(trials)
-        bt["record"] = time.perf_counter() - t
+        record = self.searcher.record(b.trials)
+        b.times["record"] = time.perf_counter() - t
         t = time.perf_counter()
-        admissible = feasible & meets
-        columns: dict[str, Any] = {"trial": np.array([tr.number for tr in trials], dtype=np.int64),
-                                   "batch": np.full(n, self.batch_index, dtype=np.int64)}
-        columns.update((k, v) for k, v in scored.items() if k not in columns)
-        columns["violation"] = np.sum([np.maximum(v, 0) for v in constraints.values()], axis=0)
-        columns["meets_constraints"] = meets
+        n = b.n
+        admissible = b.feasible & b.meets
+        columns: dict[str, Any] = {"trial": np.array([tr.number for tr in b.trials], dtype=np.int64),
+                                   "batch": np.full(n, b.index, dtype=np.int64)}
+        columns.update((k, v) for k, v in b.scored.items() if k not in columns)
+        columns["violation"] = np.sum([np.maximum(v, 0) for v in b.constraints.values()], axis=0)
+        columns["meets_constraints"] = b.meets
         columns["admissible"] = admissible
-        self.store.write_part(self.batch_index, columns,
-                              {**self.meta, "batch": self.batch_index, "units": _units(list(columns)), "optuna": record})
-        bt["write"] = time.perf_counter() - t
+        self.store.write_part(b.index, columns,
+                              {**self.meta, "batch": b.index, "units": _units(list(columns)), "optuna": record})
+        b.times["write"] = time.perf_counter() - t
         t = time.perf_counter()
-        self.searcher.journal_append(trials, record)
-        bt["journal"] = time.perf_counter() - t
+        self.searcher.journal_append(b.trials, record)
+        b.times["journal"] = time.perf_counter() - t
         self.done += n
         self.batch_index += 1
         self.n_admissible += int(admissible.sum())
-        self.front.add(values, admissible)
-        return bt
+        self.front.add(b.values, admissible)
 
     def finish(self, status: str, wall_s: float) -> pd.DataFrame:
         """Write the front and the final run.json (also after a stop or a failure)."""
@@ -497,6 +561,7 @@ def run(
     score = evaluate_fn or default_scorer(sweep.space)
     status = "failed"
     pool: Pool | None = None
+    told: _Batch | None = None  # told, not committed yet
     old_term = signal.getsignal(signal.SIGTERM)
     try:
         try:
@@ -510,26 +575,48 @@ def run(
         progress.start(total=sweep.total, done=sweep.done, where=str(store.root), pool=pool.description)
         t_loop, done_before = time.perf_counter(), sweep.done
         last_info = t_loop
-        while sweep.done < sweep.total:
-            bt = sweep.batch(pool)
+        last_info = t_loop
+
+        def committed(b: _Batch) -> None:  # the status file, the progress line, the timings
+            nonlocal last_info
             t = time.perf_counter()
             if t - last_info >= RUN_JSON_EVERY_S:  # a status file: its counters may lag a little
                 store.write_run(sweep.run_info("running", **extra, workers=pool.description))
                 last_info = t
             progress.update(done=sweep.done, admissible=sweep.n_admissible, front=len(sweep.front.F),
                             rate=(sweep.done - done_before) / max(time.perf_counter() - t_loop, 1e-9))
-            bt["progress"] = time.perf_counter() - t
-            for k, v in bt.items():
+            b.times["progress"] = time.perf_counter() - t
+            for k, v in b.times.items():
                 sweep.timings[k] += v
             if on_batch is not None:
-                on_batch(sweep.batch_index - 1, bt)
+                on_batch(b.index, dict(b.times))
             # the study only grows: keep Python's collector from rescanning every past trial each batch
             # (a full collection of a large study costs tens of milliseconds)
             gc.freeze()
+
+        # one batch ahead: batch k is asked (which needs batch k-1 told) and submitted, then batch k-1 is
+        # committed while the workers score batch k, then batch k is told
+        while sweep.asked < sweep.total:
+            batch = sweep.start(pool)
+            if told is not None:
+                b, told = told, None
+                sweep.commit(b)
+                committed(b)
+            sweep.tell(batch)
+            told = batch
+        if told is not None:
+            b, told = told, None
+            sweep.commit(b)
+            committed(b)
         status = "complete"
     except KeyboardInterrupt:
         status = "stopped"
     finally:
+        if told is not None:  # a told batch holds finished results: commit it, whatever stopped the loop
+            try:
+                sweep.commit(told)
+            except KeyboardInterrupt:  # a second stop: the batch runs again on resume
+                pass
         try:
             signal.signal(signal.SIGTERM, old_term)
         except ValueError:

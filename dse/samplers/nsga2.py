@@ -15,13 +15,56 @@ import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.samplers import NSGAIISampler
+from optuna.samplers.nsgaii._elite_population_selection_strategy import (
+    NSGAIIElitePopulationSelectionStrategy,
+    _crowding_distance_sort,
+)
+from optuna.study._multi_objective import _fast_non_domination_rank
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 
-__all__ = ["BatchNSGAIISampler", "VectorizedChildGeneration", "GenerationIndex", "sample_uniform"]
+__all__ = ["BatchNSGAIISampler", "VectorizedChildGeneration", "EliteSelection", "GenerationIndex", "sample_uniform"]
 
 
+class EliteSelection(NSGAIIElitePopulationSelectionStrategy):
+    """NSGA-II survival (Deb et al. 2002, Sec. III): Optuna's elite population selection, reading each
+    trial's constraints once.
+
+    Called once per generation with the previous generation and its parents. The selection is Optuna's:
+    non-dominated ranks under constrained domination (``_fast_non_domination_rank`` with the sum of
+    positive violations as penalty), whole fronts while they fit, then the last front by crowding
+    distance. Optuna's own strategy parses every trial's constraints from its system attributes three
+    times (and checks them for NaN one trial at a time); here they are read once into an array.
+    """
+
+    def __call__(self, study, population: list[FrozenTrial]) -> list[FrozenTrial]:
+        if not population:
+            return []
+        constraints = [t.constraints for t in population]
+        constrained = any(constraints)
+        penalty = None
+        if constrained:
+            widths = {len(c) for c in constraints}
+            if len(widths) != 1:
+                raise ValueError("every trial of a generation needs the same constraints")
+            C = np.array([list(c.values()) for c in constraints], dtype=np.float64)
+            if np.isnan(C).any():
+                raise ValueError("NaN is not acceptable as constraint value.")
+            penalty = np.maximum(C, 0.0).sum(axis=1)
+        F = np.array([t.values for t in population], dtype=np.float64)
+        F *= np.array([-1.0 if d == StudyDirection.MAXIMIZE else 1.0 for d in study.directions])
+        ranks = _fast_non_domination_rank(F, penalty=penalty)
+        elite: list[FrozenTrial] = []
+        for rank in range(int(ranks.max()) + 1):
+            individuals = [population[i] for i in np.flatnonzero(ranks == rank)]
+            if len(elite) + len(individuals) < self._population_size:
+                elite.extend(individuals)
+            else:
+                _crowding_distance_sort(individuals)
+                elite.extend(individuals[: self._population_size - len(elite)])
+                break
+        return elite
 
 
 class VectorizedChildGeneration:
@@ -272,7 +315,8 @@ class BatchNSGAIISampler(NSGAIISampler):
                                                    seed=seed + 1, seen=seen)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            super().__init__(population_size=population_size, seed=seed, child_generation_strategy=self._children)
+            super().__init__(population_size=population_size, seed=seed, child_generation_strategy=self._children,
+                             elite_population_selection_strategy=EliteSelection(population_size=population_size))
         self._space = {k: v for k, v in search_space.items() if not v.single()}
         self._generation: int | None = None
         self._parents: dict[int, list[FrozenTrial]] = {}
@@ -280,6 +324,23 @@ class BatchNSGAIISampler(NSGAIISampler):
         #: finished trials by generation, if the caller keeps them (valid until the next tell)
         self._generations = generations
         self._assigned: dict[int, int] = {}
+
+    def sample_batch(self, study, n: int) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+        """Called once per batch by :meth:`dse.search.Searcher.ask`, instead of ``n`` per-trial asks: the
+        varying parameters of ``n`` new designs and the system attributes every one of their trials gets
+        (its generation). The same designs, in the same order, as ``n`` calls of :meth:`sample_relative`
+        would make. None (ask trial by trial) when the caller keeps no :class:`GenerationIndex`."""
+        if self._generations is None:
+            return None
+        latest, count = self._generations.latest()  # Optuna's rule (BaseGASampler.get_trial_generation)
+        generation = latest if count < self._population_size else latest + 1
+        self._generation = generation
+        parents = self.get_parent_population(study, generation) if self._space else []
+        if parents:
+            designs = self._children._generate(self._space, parents, n)[::-1]
+        else:
+            designs = [self._children.random(self._space) for _ in range(n)]
+        return designs, {self._get_generation_key(): generation}
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         """Called for the first generation and for mutated parameters: a uniform draw, as Optuna's
@@ -326,15 +387,19 @@ class BatchNSGAIISampler(NSGAIISampler):
         return self._generations.population(generation)
 
     def get_parent_population(self, study, generation: int) -> list[FrozenTrial]:
-        """Called at every ask: the parents of a generation never change once chosen (Optuna caches their
-        ids in the study; the index turns ids into trials without a scan of the study)."""
+        """Called once per generation: the parents of a generation never change once chosen (Optuna caches
+        their ids in the study; the index turns ids into trials without a scan of the study)."""
         if generation not in self._parents:
             parents = None
             if self._generations is not None and generation > 0:
                 key = self._get_parent_cache_key_prefix() + str(generation)
                 ids = study._storage.get_study_system_attrs(study._study_id).get(key)
                 parents = self._generations.trials(ids) if ids is not None else None
-            self._parents[generation] = parents if parents is not None else super().get_parent_population(study, generation)
+            if parents is None:
+                parents = super().get_parent_population(study, generation)
+            # in study order, as Optuna returns them from its cache: the first selection (elite order) and
+            # a lookup after a resume then give the same children
+            self._parents[generation] = sorted(parents, key=lambda t: t.number)
         return self._parents[generation]
 
     def after_trial(self, study, trial, state, values) -> None:
