@@ -158,13 +158,14 @@ class Searcher:
         storage, sampler = study._storage, study.sampler
         keys = [f"{_CONSTRAINTS_KEY}:{name}" for name in names]  # what Trial.set_constraint stores
         finished = []
+        now = datetime.now()  # the batch is told at once: one completion time
         for i, trial in enumerate(trials):
             attrs = dict(zip(keys, cons_l[i]))
             current = storage.get_trial(trial._trial_id)
             if current.state != TrialState.RUNNING:
                 raise ValueError(f"cannot tell trial {current.number}: it is {current.state.name}")
             sampler.after_trial(study, _with_attrs(current, attrs), TrialState.COMPLETE, vals[i])
-            finished.append(storage.complete_trial(trial._trial_id, vals[i], attrs))
+            finished.append(storage.complete_trial(trial._trial_id, vals[i], attrs, now))
         self._generations.add(finished)
 
     def record(self, trials: Sequence[optuna.Trial]) -> dict[str, Any]:

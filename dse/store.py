@@ -19,11 +19,12 @@ and at the end, :meth:`RunStore.write_pareto` at the end.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -325,10 +326,11 @@ class JournalMirror:
         self._open()
         for key, value in (study_attrs or {}).items():
             self._storage.set_study_system_attr(self._study_id, key, value)
-        self._backend.append_lines([self._trial_line(t) for t in trials])
+        iso = functools.lru_cache(maxsize=4)(_iso)  # a batch's trials share their start and end times
+        self._backend.append_lines([self._trial_line(t, iso) for t in trials])
         self._backend.flush()
 
-    def _trial_line(self, t: FrozenTrial) -> str:
+    def _trial_line(self, t: FrozenTrial, iso: Callable[[datetime | None], str | None]) -> str:
         """The CREATE_TRIAL record ``JournalStorage.create_new_trial(template_trial=t)`` writes, encoded
         directly: the distributions (the same for every trial of a run) are encoded once, not per trial.
         Tests load the file back with Optuna and compare."""
@@ -346,14 +348,14 @@ class JournalMirror:
             "state": t.state,
             "value": None if multi else t.value,
             "values": t.values if multi else None,
-            "datetime_start": _iso(t.datetime_start),
+            "datetime_start": iso(t.datetime_start),
             "params": {k: t.distributions[k].to_internal_repr(v) for k, v in t.params.items()},
             "user_attrs": t.user_attrs,
             "system_attrs": t.system_attrs,
             "intermediate_values": t.intermediate_values,
         }
         if t.datetime_complete:
-            log["datetime_complete"] = _iso(t.datetime_complete)
+            log["datetime_complete"] = iso(t.datetime_complete)
         body = _ENCODER.encode(log)
         return f'{body[:-1]},"distributions":{self._dists_json}}}'
 

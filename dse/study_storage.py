@@ -100,17 +100,18 @@ class BatchInMemoryStorage(InMemoryStorage):
                 created.append(trial)
             return created
 
-    def complete_trial(self, trial_id: int, values: Sequence[float], system_attrs: Mapping[str, Any]) -> FrozenTrial:
+    def complete_trial(self, trial_id: int, values: Sequence[float], system_attrs: Mapping[str, Any],
+                       when: datetime | None = None) -> FrozenTrial:
         """Finish a running trial in one write: its system attributes (constraints), values and state
-        COMPLETE, as ``set_trial_system_attr`` per key then ``set_trial_state_values`` would. Returns the
-        finished trial."""
+        COMPLETE, as ``set_trial_system_attr`` per key then ``set_trial_state_values`` would (completed at
+        ``when``, default now). Returns the finished trial."""
         with self._lock:
             trial = copy.copy(self._get_trial(trial_id))
             self.check_trial_is_updatable(trial_id, trial.state)
             trial.system_attrs = {**trial.system_attrs, **system_attrs}
             trial.state = TrialState.COMPLETE
             trial.values = values
-            trial.datetime_complete = datetime.now()
+            trial.datetime_complete = when or datetime.now()
             self._set_trial(trial_id, trial)
             self._update_cache(trial_id, self._trial_id_to_study_id_and_number[trial_id][0])
             return trial
