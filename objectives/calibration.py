@@ -13,9 +13,14 @@ Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, resu
   launch, synchronisation, small ops the roofline does not see); the backward costs twice this.
 - ``attn_kernel_scale[stack]``: the stack's attention kernels relative to the benchmarked kernel of their
   class (its version, head-dimension and masking paths, the work around the kernel: rotary, layouts).
-- ``moe_layer_overhead_s``: fixed time per MoE layer per micro-batch per pass: the router's top-k, the
+- ``moe_layer_overhead_s``: fixed time per MoE layer per micro-batch per pass: the router's top-k and the
   token-count exchange that dropless routing needs on the host before its all-to-all (a device-to-host
-  synchronisation that stalls the launch queue) and the per-expert kernel launches.
+  synchronisation that stalls the launch queue).
+- ``moe_expert_overhead_s``: fixed time per *local* expert (``moe_experts / ep`` on a GPU) per MoE layer per
+  micro-batch per pass: the grouped expert MLP issues one GEMM, and in fp8 one input cast, per local expert
+  (Transformer Engine ``GroupedLinear``, whose grouped GEMM loops over the experts' GEMMs on the host), so the
+  launch cost grows with the experts a GPU holds, and falls as expert parallelism spreads them (Megatron-Core
+  MoE docs: ``--moe-grouped-gemm``).
 - ``ep_comm_exposed``: fraction of the expert all-to-all not hidden where the stack overlaps it.
 - ``tp_comm_exposed``: fraction of tensor-parallel communication not hidden behind GEMMs by Megatron-Core's
   TP-comm overlap (stacks without it expose all of it).
@@ -79,8 +84,8 @@ def trait(name: str):
     return np.array([getattr(TRAITS[s], name) for s in STACKS], dtype=np.float64)
 
 
-FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "moe_layer_overhead_s", "tp_comm_exposed",
-          "ep_comm_exposed", "gemm_n_half")
+FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "moe_layer_overhead_s", "moe_expert_overhead_s",
+          "tp_comm_exposed", "ep_comm_exposed", "gemm_n_half")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +94,7 @@ class Calibration:
     attn_kernel_scale: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
     ep_comm_exposed: float = 0.5
     moe_layer_overhead_s: float = 200e-6
+    moe_expert_overhead_s: float = 10e-6
     kernel_overhead_s: tuple[float, ...] = (40e-6, 40e-6, 40e-6, 100e-6)
     tp_comm_exposed: float = 0.5
     gemm_n_half: float = 128.0

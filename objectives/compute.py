@@ -13,7 +13,9 @@
   (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
 - fp8 and fp4 GEMMs pay for quantizing their inputs (activations every pass, weights every micro-batch).
 - MoE layers stream the token permutation (dispatch and combine) through HBM.
-- Each layer pass pays the stack's ``kernel_overhead_s`` (and an MoE layer ``moe_layer_overhead_s``) of launch and synchronisation the roofline does not see.
+- Each layer pass pays the stack's ``kernel_overhead_s`` (and an MoE layer ``moe_layer_overhead_s`` plus
+  ``moe_expert_overhead_s`` per expert the GPU holds, moe_experts / ep) of launch and synchronisation the
+  roofline does not see.
 
 Backward costs 2x forward for GEMMs and element-wise work. Full recompute adds one forward; selective
 recompute re-runs only the attention core, which flash attention's backward already does (Korthikanti
@@ -116,7 +118,11 @@ class ComputeTime(Model):
         t_elem = (bytes_elem + cast_act) / hbm
         t_cast_weights = cast_weights / hbm
 
-        overhead = np.take(np.asarray(cal.kernel_overhead_s), stack) + np.where(moe, cal.moe_layer_overhead_s, 0.0)
+        # launch and synchronisation: per layer pass; an MoE layer adds the router / token-count sync and one
+        # grouped-GEMM launch set per local expert (Transformer Engine GroupedLinear; calibration.py)
+        local_experts = c["moe_experts"] / np.maximum(c["ep"], 1.0)
+        overhead = np.take(np.asarray(cal.kernel_overhead_s), stack) \
+            + np.where(moe, cal.moe_layer_overhead_s + cal.moe_expert_overhead_s * local_experts, 0.0)
         fwd = t_mm + t_attn + t_elem + overhead + t_cast_weights
         recompute = np.where(c["recompute"] == 2, fwd, 0.0)
         bwd = 2.0 * (t_mm + t_elem + overhead) + attn_bwd * t_attn + recompute

@@ -304,7 +304,10 @@ def test_exclusions_are_the_documented_ones(runs):
         assert any(k in reason for k in ("DeepSeek", "Nemotron-3", "internally inconsistent",
                                          "parenthesized", "recalled", "not derivable", "missing",
                                          "does not divide", "gpt-oss", "software stack not modeled",
-                                         "superseded")), reason
+                                         "superseded", "container regression")), reason
+    # a container regression is shown by the tables themselves (an identical row >= 1.5x faster in the next
+    # container): only Qwen3-30B-A3B in 25.11 and 26.02 (training_runs.md, Exclusions)
+    assert sorted(int(r["run_id"]) for r in runs if r["exclude_reason"].startswith("container regression")) == [311, 353]
     # nothing describable is excluded for being hard to predict: every Mosaic row is kept
     assert all(r["include"] == "1" for r in runs if r["source_key"].startswith("mosaic-"))
 

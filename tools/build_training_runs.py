@@ -448,6 +448,59 @@ def mark_superseded(out) -> None:
                                        f"describes the current stack")
 
 
+REGRESSION_RATIO = 1.5  # a later container this much faster on the identical row: the older one was broken
+SAME_LEVEL = 0.10  # two containers within this of each other on the identical row ran the same software path
+
+
+def mark_container_regressions(out) -> None:
+    """Exclude Megatron-Bridge rows of a model measured in a container with a since-fixed slowdown of it.
+
+    Evidence comes from the published tables alone, never from the model: a container C is *regressed* for
+    a model when the identical design-table row of that model ran at least REGRESSION_RATIO times faster in
+    the next container that measured it (Qwen3-30B-A3B, 16 H100, TP1 PP2 EP8 VP12, MBS 1, GBS 1024: 5,113
+    tokens/s/GPU in 26.02, run 312, then 9,058 in 26.02.01, run 275), and an earlier container is regressed
+    too when it measured an identical row within SAME_LEVEL of a regressed one (Qwen3-30B-A3B, 8 B200,
+    MBS 1: 9,299 in 25.11, run 347, and 9,691 in 26.02, run 311). Such a row measures a software defect of
+    its container, not the stack the model describes; it is excluded like a superseded row.
+    """
+    rows = [o for o in out if o["source_key"].startswith("mbridge-") and o["measured_tokens_per_s_per_gpu"]
+            and not o["exclude_reason"].startswith("parenthesized")]
+    by_key = {}
+    for o in rows:
+        by_key.setdefault((o["model"],) + tuple(o[c] for c in DESIGN_KEY), []).append(o)
+    regressed = {}  # (model, container) -> evidence
+    for key, group in by_key.items():
+        group.sort(key=lambda o: container_order(o["source_key"]))
+        for old, new in zip(group, group[1:]):
+            ratio = float(new["measured_tokens_per_s_per_gpu"]) / float(old["measured_tokens_per_s_per_gpu"])
+            if ratio >= REGRESSION_RATIO:
+                regressed[(key[0], old["source_key"])] = (
+                    f"the identical row ran {ratio:.2f}x faster in {new['source_key'][len('mbridge-'):]} "
+                    f"(run {old['run_id']} {float(old['measured_tokens_per_s_per_gpu']):,.0f} -> run {new['run_id']} "
+                    f"{float(new['measured_tokens_per_s_per_gpu']):,.0f} tokens/s/GPU)")
+    changed = True
+    while changed:  # earlier containers that ran an identical row at the regressed level
+        changed = False
+        for key, group in by_key.items():
+            for a in group:
+                for b in group:
+                    if (key[0], b["source_key"]) in regressed and (key[0], a["source_key"]) not in regressed \
+                            and container_order(a["source_key"]) < container_order(b["source_key"]):
+                        va, vb = float(a["measured_tokens_per_s_per_gpu"]), float(b["measured_tokens_per_s_per_gpu"])
+                        if abs(va / vb - 1.0) <= SAME_LEVEL:
+                            regressed[(key[0], a["source_key"])] = (
+                                f"it ran the identical row at the level of container {b['source_key'][len('mbridge-'):]} "
+                                f"(run {a['run_id']} {va:,.0f} vs run {b['run_id']} {vb:,.0f} tokens/s/GPU), where "
+                                + regressed[(key[0], b["source_key"])])
+                            changed = True
+    for o in out:
+        evidence = regressed.get((o["model"], o["source_key"]))
+        if o["include"] == "1" and evidence:
+            o["include"] = "0"
+            o["exclude_reason"] = (f"container regression: {o['model']} ran slower in container "
+                                   f"{o['source_key'][len('mbridge-'):]} than in later ones; {evidence}")
+
+
 def counts_markdown(out):
     stats = OrderedDict()
     for o in out:
@@ -499,6 +552,7 @@ def main(argv=None):
         rows = list(csv.DictReader(fh))
     out = build(rows)
     mark_superseded(out)
+    mark_container_regressions(out)
     out.sort(key=lambda o: int(o["run_id"]))
     outp = Path(args.out)
     outp.parent.mkdir(parents=True, exist_ok=True)
