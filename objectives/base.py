@@ -9,7 +9,8 @@ When each method is called:
   - ``requires`` / ``provides`` are read once, by :func:`objectives.pipeline.evaluate`, to order the models
     and to check the table before anything runs.
   - ``compute(cols, cal)`` is called once per batch with every required column present as a float array
-    of the batch's length, and the calibration constants ``cal``.
+    of the batch's length, or of length 1 where the column is constant over the batch (numpy broadcasts
+    it; what is computed from constants alone is then computed once), and the calibration constants ``cal``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,41 @@ from collections.abc import Mapping
 import numpy as np
 
 from objectives.calibration import Calibration
+from objectives.table import is_constant
 
-__all__ = ["Model"]
+__all__ = ["Model", "as_codes", "lookup", "select"]
+
+
+def as_codes(column: np.ndarray) -> np.ndarray:
+    """A categorical code column (float codes 0, 1, ...) as integers to index with; a constant column stays
+    a broadcast view. Convert once where several lookups read the same column."""
+    if is_constant(column):
+        return np.broadcast_to(column[:1].astype(np.intp), column.shape)
+    return column.astype(np.intp)
+
+
+def lookup(table, codes: np.ndarray) -> np.ndarray:
+    """``table[code]`` row by row for a categorical code column (precision, recompute, stack): a constant
+    per category. A constant code column (a broadcast view) costs one lookup, broadcast."""
+    table = np.asarray(table, dtype=np.float64)
+    if is_constant(codes):
+        return np.broadcast_to(table[int(codes[0])], codes.shape)
+    return table.take(codes if codes.dtype == np.intp else codes.astype(np.intp))
+
+
+def select(codes: np.ndarray, options: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``options[code]`` row by row: one of a few columns picked by a categorical code column (precision).
+
+    Exactly ``np.choose(codes, options)``, without its cost: a code no row holds costs no pass. The result
+    may be a read-only view of an option (never write to it)."""
+    if is_constant(codes):
+        return np.broadcast_to(options[int(codes[0])], codes.shape)
+    out = np.broadcast_to(options[0], np.broadcast_shapes(codes.shape, *(o.shape for o in options)))
+    for code in range(1, len(options)):
+        rows = codes == code
+        if rows.any():
+            out = np.where(rows, options[code], out)
+    return out
 
 
 class Model:

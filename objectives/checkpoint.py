@@ -33,7 +33,7 @@ UINT16_VOCAB_LIMIT = 65500
 
 def dataset_bytes_per_token(vocab_size):
     """Bytes per stored token of a tokenized dataset (Megatron-Core indexed dataset, X15)."""
-    return np.where(np.asarray(vocab_size) < UINT16_VOCAB_LIMIT, 2.0, 4.0)
+    return 4.0 - 2.0 * (np.asarray(vocab_size) < UINT16_VOCAB_LIMIT)  # np.where(v < limit, 2, 4), branch-free
 
 
 class Checkpoint(Model):
@@ -66,8 +66,9 @@ class Checkpoint(Model):
         dataset = np.where(np.isnan(c["dataset_tb"]), derived, c["dataset_tb"])
         need = c["ckpt_keep"] * size_gb / 1e3 + dataset
         units = np.maximum(np.maximum(np.ceil(need / c["storage_unit_tb"]), np.nan_to_num(c["storage_units_min"])), 1.0)
-        write = np.minimum(units * c["storage_unit_write_gbps"], n * c["storage_link_gbps"])
-        read = np.minimum(units * c["storage_unit_read_gbps"], n * c["storage_link_gbps"])
+        links = n * c["storage_link_gbps"]  # the nodes' own bandwidth to storage
+        write = np.minimum(units * c["storage_unit_write_gbps"], links)
+        read = np.minimum(units * c["storage_unit_read_gbps"], links)
         write_s = size_gb / write
         asynchronous = c["ckpt_mode"] == 1
         return {

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import Model
+from objectives.base import Model, as_codes, lookup
 from objectives.calibration import trait
-from objectives.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s, ring_latency_s
+from objectives.collectives import (Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_bw_s, ring_latency_s,
+                                   split_tiers)
 from objectives.topology import scaleout_bw, scaleout_latency_s
 
 __all__ = ["Communication", "tiers_of"]
@@ -38,6 +39,7 @@ ACT_BYTES = 2.0  # 16-bit activations and gradients on the wire
 _TP_OVERLAP = trait("tp_overlap")
 _DP_OVERLAP = trait("dp_overlap")
 _EP_OVERLAP = trait("ep_overlap")
+_TP_COLLECTIVES = (4.0, 4.0, 6.0)  # all-reduce-equivalents per layer by recompute: none, selective, full
 
 
 def tiers_of(c, cal) -> Tiers:
@@ -81,13 +83,13 @@ class Communication(Model):
         t, cp, p = c["tp"], c["cp"], c["pp"]
         tokens = c["micro_batch"] * c["seq_len"] / cp
         layers = c["layers_per_stage"]
-        one = np.ones_like(t)
+        stack = as_codes(c["stack"])
+        act_bytes = ACT_BYTES * tokens * c["d_model"]  # one micro-batch's activations, b*s*h
 
         # tensor parallel: 4 all-reduce-equivalents per layer (+2 with full recompute), stride 1
-        n_tp = 4.0 + np.where(c["recompute"] == 2, 2.0, 0.0)
-        tp = layers * n_tp * all_reduce_s(ACT_BYTES * tokens * c["d_model"], t, one, net) * (t > 1)
-        stack = c["stack"].astype(np.intp)
-        tp_exposed = np.where(np.take(_TP_OVERLAP, stack) > 0, cal.tp_comm_exposed, 1.0) * tp
+        n_tp = lookup(_TP_COLLECTIVES, c["recompute"])
+        tp = layers * n_tp * all_reduce_s(act_bytes, t, 1.0, net) * (t > 1)
+        tp_exposed = lookup(np.where(_TP_OVERLAP > 0, cal.tp_comm_exposed, 1.0), stack) * tp
 
         # context parallel ring: (cp-1) K+V chunk passes fwd, K, V, dK, dV bwd; stride tp
         kv_chunk = ACT_BYTES * 2.0 * tokens * c["n_kv_heads"] * c["d_head"] / np.minimum(t, c["n_kv_heads"])
@@ -97,14 +99,16 @@ class Communication(Model):
                                + np.maximum(2.0 * cp_fwd - 2.5 * c["time_attn_fwd_s"], 0.0))
 
         # expert parallel: dispatch + combine, forward and backward; ep group strided by tp inside dp x cp
-        moe = c["moe_experts"] > 0
-        a2a_bytes = ACT_BYTES * tokens * c["moe_topk"] * c["d_model"] / t
-        ep_exposed = np.where(np.take(_EP_OVERLAP, stack) > 0, cal.ep_comm_exposed, 1.0)
-        ep = np.where(moe & (c["ep"] > 1), layers * 4.0 * all_to_all_s(a2a_bytes, c["ep"], t, net), 0.0) * ep_exposed
+        routed = (c["moe_experts"] > 0) & (c["ep"] > 1)
+        ep = np.zeros(t.shape)
+        if routed.any():
+            a2a_bytes = ACT_BYTES * tokens * c["moe_topk"] * c["d_model"] / t
+            ep_exposed = lookup(np.where(_EP_OVERLAP > 0, cal.ep_comm_exposed, 1.0), stack)
+            ep = np.where(routed, layers * 4.0 * all_to_all_s(a2a_bytes, c["ep"], t, net), 0.0) * ep_exposed
 
         # pipeline: activations forward and gradients back per micro-batch per model chunk; stride tp*cp*dp
-        sp_split = np.where(c["sequence_parallel"] > 0, t, 1.0)
-        pp_bytes = ACT_BYTES * tokens * c["d_model"] / sp_split
+        sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
+        pp_bytes = act_bytes / sp_split
         pp = np.where(p > 1, 2.0 * c["vp"] * p2p_s(pp_bytes, t * cp * c["dp"], net), 0.0)
 
         # data parallel over dp x cp ranks (stride tp); ZeRO stage decides how often and what hides it.
@@ -112,18 +116,21 @@ class Communication(Model):
         grad_bytes = ACT_BYTES * c["params_per_gpu"]
         dp_group = c["dp"] * cp
         has_dp = dp_group > 1
-        rs = reduce_scatter_s(grad_bytes, dp_group, t, net) * has_dp
-        per_layer_latency = (layers - 1.0) * ring_latency_s(dp_group, t, net) * has_dp
+        split = split_tiers(dp_group, t, net)
+        ring_latency = ring_latency_s(dp_group, t, net, split)
+        rs = (reduce_scatter_bw_s(grad_bytes, split, net) + ring_latency) * has_dp  # reduce_scatter_s
+        per_layer_latency = (layers - 1.0) * ring_latency * has_dp
         z = c["zero_stage"]
         m = c["n_microbatches"]
-        fwd_window = layers * c["time_layer_fwd_s"]
-        bwd_window = layers * c["time_layer_bwd_s"]
-        once = np.maximum(rs - bwd_window, 0.0) + np.maximum(rs - fwd_window, 0.0)
-        per_mb_rs = np.where(z >= 2, m * np.maximum(rs - bwd_window, 0.0) + np.maximum(rs - fwd_window, 0.0), once)
+        bwd_left = np.maximum(rs - layers * c["time_layer_bwd_s"], 0.0)  # not hidden behind a backward
+        fwd_left = np.maximum(rs - layers * c["time_layer_fwd_s"], 0.0)  # not hidden behind a forward
+        once = bwd_left + fwd_left
+        per_mb_rs = np.where(z >= 2, m * bwd_left + fwd_left, once)
         zero3_mb = 3.0 * (rs + per_layer_latency)  # all-gather forward and backward, reduce-scatter
         per_mb_all = m * np.maximum(zero3_mb - c["time_compute_mb_s"], 0.0)
-        dp_total = np.where(z >= 3, m * zero3_mb, np.where(z >= 2, (m + 1.0) * rs, 2.0 * rs))
-        dp_exposed = np.where(np.take(_DP_OVERLAP, stack) > 0, np.where(z >= 3, per_mb_all, per_mb_rs), dp_total)
+        zero3 = z >= 3
+        dp_total = np.where(zero3, m * zero3_mb, np.where(z >= 2, (m + 1.0) * rs, 2.0 * rs))
+        dp_exposed = np.where(lookup(_DP_OVERLAP, stack) > 0, np.where(zero3, per_mb_all, per_mb_rs), dp_total)
         return {
             "time_tp_comm_mb_s": tp_exposed,
             "time_cp_comm_mb_s": cp_exposed,

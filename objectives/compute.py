@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import Model
+from objectives.base import Model, as_codes, lookup, select
 from objectives.calibration import trait
 
 __all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN"]
@@ -36,6 +36,9 @@ __all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN"]
 ELEMENTWISE_BYTES_PER_TOKEN = {"h": 2.0 * 16.0, "f_gelu": 2.0 * 2.0, "f_swiglu": 2.0 * 3.0}
 BYTES_PER_ELEMENT = (2.0, 1.0, 0.5)  # bf16, fp8, fp4 GEMM operands
 _ATTN_KERNEL = trait("attention_kernel")
+_ATTN_WORK = np.where(_ATTN_KERNEL > 0, 0.5, 1.0)  # share of the s x s work done (flash skips the masked half)
+_ATTN_BWD = np.where(_ATTN_KERNEL > 0, 2.5, 2.0)  # backward / forward of the attention core
+_F_BYTES = (ELEMENTWISE_BYTES_PER_TOKEN["f_gelu"], ELEMENTWISE_BYTES_PER_TOKEN["f_swiglu"])  # by ffn_kind
 
 
 class ComputeTime(Model):
@@ -58,22 +61,25 @@ class ComputeTime(Model):
     }
 
     def compute(self, c, cal):
-        prec = c["precision"].astype(np.intp)
-        peak = np.choose(prec, (c["gpu_bf16_tflops"], c["gpu_fp8_tflops"], c["gpu_fp4_tflops"])) * 1e12
-        eff = np.choose(prec, (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
-        unsupported = ~(peak > 0) | ~(eff > 0)
-        gemm_rate = np.where(unsupported, c["gpu_bf16_tflops"] * 1e12 * c["gpu_gemm_eff_bf16"], peak * eff)
+        prec = c["precision"]
+        peak = select(prec, (c["gpu_bf16_tflops"], c["gpu_fp8_tflops"], c["gpu_fp4_tflops"])) * 1e12
+        eff = select(prec, (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
+        unsupported = ~((peak > 0) & (eff > 0))
+        bf16_rate = c["gpu_bf16_tflops"] * 1e12
+        bf16_gemm = bf16_rate * c["gpu_gemm_eff_bf16"]
+        gemm_rate = np.where(unsupported, bf16_gemm, peak * eff)
         hbm = c["gpu_hbm_tbps"] * 1e12
-        bpe = np.choose(prec, BYTES_PER_ELEMENT)
+        bpe = lookup(BYTES_PER_ELEMENT, prec)
 
         t, h = c["tp"], c["d_model"]
-        stack = c["stack"].astype(np.intp)
+        stack = as_codes(c["stack"])
         tokens = c["micro_batch"] * c["seq_len"] / c["cp"]  # tokens one GPU processes per micro-batch
         moe = c["moe_experts"] > 0
         q = c["n_heads"] * c["d_head"]
         kv = c["n_kv_heads"] * c["d_head"]
         active = np.where(moe, c["moe_topk"], 1.0)
         n_mats = 2.0 + c["ffn_kind"]
+        two_h = 2.0 * h
 
         # linear layers: FLOPs of the active parameters; bytes = weights this GPU holds and streams once
         # plus every GEMM's activation input and output (16-bit)
@@ -82,7 +88,7 @@ class ComputeTime(Model):
         gemm_rate = gemm_rate * narrow / (narrow + cal.gemm_n_half)
         flops_mm = 2.0 * tokens * (c["params_attn_layer"] + c["params_ffn_active_layer"]) / t
         weights_local = c["params_attn_layer"] + c["params_ffn_layer"] / np.where(moe, c["ep"] * c["etp"] / t, 1.0)
-        act_io = 2.0 * tokens * (2.0 * h + 2.0 * q + 2.0 * kv + active * (2.0 * h + n_mats * c["d_ff"]))
+        act_io = 2.0 * tokens * (two_h + 2.0 * q + 2.0 * kv + active * (two_h + n_mats * c["d_ff"]))
         bytes_mm = (bpe * weights_local + act_io) / t
         t_mm = np.maximum(flops_mm / gemm_rate, bytes_mm / hbm)
 
@@ -92,20 +98,22 @@ class ComputeTime(Model):
         # inner width d_head and streams the scores through HBM: written, read and written by the fused
         # scale-mask-softmax, dropout mask, read and written by dropout, ~11 bytes per score forward
         # (Korthikanti Sec. 4.1, the 5as^2b term)
-        kernel = np.take(_ATTN_KERNEL, stack)
+        kernel = lookup(_ATTN_KERNEL, stack)
         fused = kernel > 0
-        flash_eff = np.where(kernel > 1, c["gpu_attn_eff_fa3"], c["gpu_attn_eff_fa2"]) * np.take(np.asarray(cal.attn_kernel_scale), stack) \
-            * c["seq_len"] / (c["seq_len"] + cal.attn_seq_half)
-        bf16_rate = c["gpu_bf16_tflops"] * 1e12
-        unfused_rate = bf16_rate * c["gpu_gemm_eff_bf16"] * c["d_head"] / (c["d_head"] + cal.gemm_n_half)
-        attn_rate = np.where(fused, bf16_rate * flash_eff, unfused_rate)
-        flops_attn = np.where(fused, 0.5, 1.0) * 4.0 * tokens * c["seq_len"] * q / t
-        scores_bytes = np.where(fused, 0.0, 11.0 * tokens * c["seq_len"] * c["n_heads"] / t)
-        t_attn = flops_attn / attn_rate + scores_bytes / hbm
-        attn_bwd = np.where(fused, 2.5, 2.0)  # flash backward: 5 matmuls against 2; unfused: 2x forward
+        flash_eff = select(kernel, (c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa3"])) \
+            * lookup(cal.attn_kernel_scale, stack) * c["seq_len"] / (c["seq_len"] + cal.attn_seq_half)
+        flops_attn = lookup(_ATTN_WORK, stack) * 4.0 * tokens * c["seq_len"] * q / t
+        if fused.all():  # every row's stack runs flash attention
+            t_attn = flops_attn / (bf16_rate * flash_eff)
+        else:
+            unfused_rate = bf16_gemm * c["d_head"] / (c["d_head"] + cal.gemm_n_half)
+            attn_rate = np.where(fused, bf16_rate * flash_eff, unfused_rate)
+            scores_bytes = np.where(fused, 0.0, 11.0 * tokens * c["seq_len"] * c["n_heads"] / t)
+            t_attn = flops_attn / attn_rate + scores_bytes / hbm
+        attn_bwd = lookup(_ATTN_BWD, stack)  # flash backward: 5 matmuls against 2; unfused: 2x forward
 
-        f_bytes = np.where(c["ffn_kind"] > 0, ELEMENTWISE_BYTES_PER_TOKEN["f_swiglu"], ELEMENTWISE_BYTES_PER_TOKEN["f_gelu"])
-        sp_split = np.where(c["sequence_parallel"] > 0, t, 1.0)
+        f_bytes = lookup(_F_BYTES, c["ffn_kind"])
+        sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
         # MoE token permutation: dispatch reads h and writes k copies, combine the reverse (16-bit)
         permute = np.where(moe, 2.0 * 2.0 * h * (1.0 + active) / sp_split, 0.0)
         bytes_elem = tokens * (ELEMENTWISE_BYTES_PER_TOKEN["h"] * h / sp_split + f_bytes * c["d_ff"] * active / t + permute)
@@ -113,7 +121,7 @@ class ComputeTime(Model):
         # 3 bytes per element of every GEMM input (activations each pass; weights once per micro-batch)
         # (NVIDIA Transformer Engine, FP8 primer: delayed scaling and the cast/transpose kernels)
         quantized = prec > 0
-        cast_act = np.where(quantized, 3.0 * tokens * (2.0 * h + q + c["d_ff"] * active) / t, 0.0)
+        cast_act = np.where(quantized, 3.0 * tokens * (two_h + q + c["d_ff"] * active) / t, 0.0)
         cast_weights = np.where(quantized, 3.0 * weights_local / t, 0.0)
         t_elem = (bytes_elem + cast_act) / hbm
         t_cast_weights = cast_weights / hbm
@@ -121,7 +129,7 @@ class ComputeTime(Model):
         # launch and synchronisation: per layer pass; an MoE layer adds the router / token-count sync and one
         # grouped-GEMM launch set per local expert (Transformer Engine GroupedLinear; calibration.py)
         local_experts = c["moe_experts"] / np.maximum(c["ep"], 1.0)
-        overhead = np.take(np.asarray(cal.kernel_overhead_s), stack) \
+        overhead = lookup(cal.kernel_overhead_s, stack) \
             + np.where(moe, cal.moe_layer_overhead_s + cal.moe_expert_overhead_s * local_experts, 0.0)
         fwd = t_mm + t_attn + t_elem + overhead + t_cast_weights
         recompute = np.where(c["recompute"] == 2, fwd, 0.0)

@@ -17,7 +17,11 @@ __all__ = ["Layout", "divides"]
 
 def divides(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """True where a > 0 divides b exactly (float columns holding integers)."""
-    q = b / a
+    return _whole(a, b / a)
+
+
+def _whole(a: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``divides`` given the quotient q = b / a already computed."""
     return (a > 0) & (q == np.floor(q))
 
 
@@ -37,25 +41,30 @@ class Layout(Model):
     def compute(self, c, cal):
         model_parallel = c["tp"] * c["pp"] * c["cp"]
         dp = c["n_gpus"] / model_parallel
-        m = c["global_batch"] / (dp * c["micro_batch"])
+        dp_mb = dp * c["micro_batch"]
+        m = c["global_batch"] / dp_mb
         moe = c["moe_experts"] > 0
+        pp_vp = c["pp"] * c["vp"]
+        dp_cp = dp * c["cp"]
         rules = (
-            divides(model_parallel, c["n_gpus"]),
-            divides(dp * c["micro_batch"], c["global_batch"]),
-            c["pp"] * c["vp"] <= c["n_layers"],
+            _whole(model_parallel, dp),  # model_parallel divides n_gpus
+            _whole(dp_mb, m),  # dp*micro_batch divides global_batch
+            pp_vp <= c["n_layers"],
             divides(c["tp"], c["n_heads"]),
             divides(c["tp"], c["n_kv_heads"]) | divides(c["n_kv_heads"], c["tp"]),
             divides(2.0 * c["cp"], c["seq_len"]),  # context parallelism splits s into 2*cp chunks
             (c["vp"] == 1) | (c["pp"] > 1),  # interleaving needs a pipeline
             # experts: ep splits moe_experts and is carved out of dp*cp, or of tp*dp*cp with expert tensor
             # parallelism 1 (Megatron-Core MoE parallel folding); dense models need ep = 1
-            np.where(moe, divides(c["ep"], c["moe_experts"]) & divides(c["ep"], dp * c["cp"] * c["tp"]), c["ep"] == 1),
+            np.where(moe, divides(c["ep"], c["moe_experts"]) & divides(c["ep"], dp_cp * c["tp"]), c["ep"] == 1)
+            if moe.any() else c["ep"] == 1,
         )
-        broken = np.zeros_like(dp)
-        for ok in rules:  # a handful of rules, each over whole columns
+        broken = np.zeros(np.broadcast_shapes(*(ok.shape for ok in rules)), dtype=np.uint8)
+        for ok in rules:  # a handful of rules, each over whole columns (counted in bytes, then as floats)
             broken += ~ok
         # Megatron lets the first and last stages hold fewer layers; the busiest stage sets the pace
-        layers = np.ceil(c["n_layers"] / (c["pp"] * c["vp"])) * c["vp"]
+        layers = np.ceil(c["n_layers"] / pp_vp) * c["vp"]
         # expert tensor parallelism: experts keep tp while ep fits in dp*cp, else ep spans tp and experts are whole
-        etp = np.where(divides(c["ep"], dp * c["cp"]), c["tp"], 1.0)
-        return {"dp": dp, "layers_per_stage": layers, "etp": etp, "n_microbatches": m, "con_layout": broken}
+        etp = np.where(divides(c["ep"], dp_cp), c["tp"], 1.0)
+        return {"dp": dp, "layers_per_stage": layers, "etp": etp, "n_microbatches": m,
+                "con_layout": broken.astype(np.float64)}

@@ -21,8 +21,9 @@ import numpy as np
 
 from objectives.calibration import Calibration
 from objectives.layout import divides
-from objectives.pipeline import DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS, prepare, run_models
-from objectives.table import CATEGORIES, Columns, as_columns, encode
+from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS, prepare,
+                                 run_models)
+from objectives.table import CATEGORIES, Columns, as_columns, encode, is_constant
 
 __all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "CP_MIN_SEQ_LEN"]
 
@@ -38,7 +39,9 @@ DEFAULT_CHOICES: dict[str, tuple] = {
     "zero_stage": (1, 3),
 }
 CP_MIN_SEQ_LEN = 16384
-MAX_JOINED_ROWS = 1 << 16
+#: candidates evaluated at once: half a pipeline chunk, so that a slice (whole designs, a little more) runs as
+#: one chunk and its candidates, all but each design's best thrown away, are never copied into full columns
+MAX_JOINED_ROWS = CHUNK_ROWS // 2
 
 
 def blank_cells(values: np.ndarray) -> np.ndarray:
@@ -168,9 +171,11 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
         edges = np.unique(np.concatenate([bounds, [len(owner)]]))
         for lo, hi in zip(edges[:-1], edges[1:]):
             idx = owner[lo:hi]
-            joined = {name: floats[name][idx] for name in _CANDIDATE_INPUTS if name in floats}
+            # each candidate's design columns; a column constant over the table enters as its one value
+            joined = {name: floats[name][:1] if is_constant(floats[name]) else floats[name][idx]
+                      for name in _CANDIDATE_INPUTS if name in floats}
             joined.update({k: v[lo:hi] for k, v in cand.items()})
-            work = run_models(joined, cal, MAPPING_MODELS)
+            work = {k: np.broadcast_to(v, idx.shape) for k, v in run_models(joined, cal, MAPPING_MODELS).items()}
             pick = _best(work, idx)
             best_parts.append({name: v[pick] for name, v in work.items()})
             owner_parts.append(idx[pick])

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import Model
+from objectives.base import Model, lookup
 from objectives.calibration import trait
 
 __all__ = ["Memory", "BYTES_PER_PARAM"]
@@ -71,12 +71,13 @@ class Memory(Model):
         dense = (layers * dense_layer + embed_stage) / t
         expert = layers * expert_layer / (c["etp"] * c["ep"])
         shard_dense = c["dp"] * cp
-        shard_expert = c["dp"] * cp * t / (c["ep"] * c["etp"])
+        shard_expert = shard_dense * t / (c["ep"] * c["etp"])
+        whole = dense + expert  # per GPU before sharding
+        sharded = dense / shard_dense + expert / shard_expert
         z = c["zero_stage"]
 
         def state_bytes(per_param, from_stage):
-            return per_param * (dense / np.where(z >= from_stage, shard_dense, 1.0)
-                                + expert / np.where(z >= from_stage, shard_expert, 1.0))
+            return per_param * np.where(z >= from_stage, sharded, whole)
 
         weights = state_bytes(BYTES_PER_PARAM["weights"], 3)
         grads = state_bytes(BYTES_PER_PARAM["grads"], 2)
@@ -90,25 +91,28 @@ class Memory(Model):
         active = np.where(moe, c["moe_topk"], 1.0)
         mlp_interior = 2.0 * c["d_ff"] * (2.0 + c["ffn_kind"]) * active
         interior = sb * (4.0 * q + 4.0 * kv + mlp_interior) / t
-        replicated = sb * (8.0 + 2.0 * c["dropout"]) * h / np.where(c["sequence_parallel"] > 0, t, 1.0)
-        scores = 5.0 * c["n_heads"] * s_loc * c["seq_len"] * c["micro_batch"] / t
+        sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
+        replicated = sb * (8.0 + 2.0 * c["dropout"]) * h / sp_split
+        layer = stored = interior + replicated  # a layer's activations for its backward, scores aside
         rc = c["recompute"]
-        stores_scores = (rc == 0) & (np.take(_ATTN_KERNEL, c["stack"].astype(np.intp)) == 0)
-        layer = interior + replicated + np.where(stores_scores, scores, 0.0)
-        kept = np.where(rc == 2, 2.0 * sb * h / np.where(c["sequence_parallel"] > 0, t, 1.0), layer)
-        working = np.where(rc == 2, interior + replicated, 0.0)  # one layer re-materialized during full recompute
+        stores_scores = (rc == 0) & (lookup(_ATTN_KERNEL, c["stack"]) == 0)
+        if stores_scores.any():  # unfused attention without recompute keeps the s x s scores
+            scores = 5.0 * c["n_heads"] * s_loc * c["seq_len"] * c["micro_batch"] / t
+            layer = layer + np.where(stores_scores, scores, 0.0)
         layers_in_flight = np.minimum(
             layers * p * np.where(v > 1, 1.0 + (p - 1.0) / (p * v), 1.0),
             layers * c["n_microbatches"],
         )
+        # full recompute keeps each layer's input, plus one layer re-materialized at a time (``stored``)
+        kept = np.where(rc == 2, 2.0 * sb * h / sp_split * layers_in_flight + stored, layer * layers_in_flight)
         logits = 4.0 * sb * c["vocab_size"] / t
-        activations = kept * layers_in_flight + working + logits
+        activations = kept + logits
 
         used = (weights + grads + optimizer + activations) / 1e9
         # HBM sizes are sold in binary units (an "80 GB" H100 holds 80 GiB = 85.9e9 bytes)
         usable = c["gpu_hbm_gb"] * GIB_PER_GB * cal.hbm_usable_frac - cal.hbm_reserved_gb
         return {
-            "params_per_gpu": dense + expert,
+            "params_per_gpu": whole,
             "mem_weights_gb": weights / 1e9,
             "mem_grads_gb": grads / 1e9,
             "mem_optimizer_gb": optimizer / 1e9,

@@ -27,7 +27,7 @@ from objectives.topology import Topology
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
 from objectives.transformer import TransformerMath
 
-__all__ = ["MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models", "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics"]
+__all__ = ["MODELS", "TRAINING_MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models", "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics"]
 
 #: the model modules, in data-flow order: the design-only ones (the fabric's bandwidth and latency feed the
 #: collectives), the mapping-dependent ones up to the step time, then the cluster economics.
@@ -38,7 +38,9 @@ MAPPING_MODELS: tuple[Model, ...] = (Layout(), Memory(), ComputeTime(), Communic
 #: the economics of a design run on its chosen mapping (the mapping search ranks on step time and runs
 #: these only on each design's winner)
 ECONOMICS_MODELS: tuple[Model, ...] = (Checkpoint(), Reliability(), Power(), Cost())
-MODELS: tuple[Model, ...] = DESIGN_MODELS + MAPPING_MODELS + ECONOMICS_MODELS
+#: the training performance model alone: transformer arithmetic .. step time, no economics
+TRAINING_MODELS: tuple[Model, ...] = DESIGN_MODELS + MAPPING_MODELS
+MODELS: tuple[Model, ...] = TRAINING_MODELS + ECONOMICS_MODELS
 
 MAPPING_COLUMNS = ("tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage")
 
@@ -114,16 +116,35 @@ def _check_numbers(user: Columns) -> None:
             raise InputError(f"'{raw.iloc[row]}' is not a number", column=name, row=row)
 
 
-def _fill(values: np.ndarray, default: float) -> np.ndarray:
-    """Blank (NaN) cells of a float column set to ``default``; a constant column stays a constant view."""
-    if is_constant(values):
+def _has_nan(values: np.ndarray) -> bool:
+    """True if any cell is NaN (one reduction, no temporary column)."""
+    return len(values) > 0 and bool(np.isnan(np.min(values)))
+
+
+def _fill(values: np.ndarray, default) -> np.ndarray:
+    """Blank (NaN) cells of a float column set to ``default`` (a value or a column); a constant column
+    stays a constant view, a column without blanks is used as it is."""
+    if is_constant(values) and np.ndim(default) == 0:
         return np.broadcast_to(np.where(np.isnan(values[:1]), default, values[:1]), values.shape)
-    return np.where(np.isnan(values), default, values)
+    return np.where(np.isnan(values), default, values) if _has_nan(values) else values
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
     """The cells worth checking: one for a constant column (its row 0 stands for all), else all."""
     return values[:1] if is_constant(values) else values
+
+
+def _all_at_least(v: np.ndarray, low: float) -> bool:
+    """Fast check (two reductions) that every cell is finite and >= low (> 0 where low is 0)."""
+    if not len(v):
+        return True
+    least, most = np.min(v), np.max(v)  # NaN anywhere makes both NaN, and the check fails
+    return bool(((least > 0) if low == 0 else (least >= low)) and most != np.inf)
+
+
+def _all_whole(v: np.ndarray) -> bool:
+    """Fast check that every cell is a non-negative whole number (no blank)."""
+    return not len(v) or bool(np.min(v) >= 0 and np.array_equal(np.floor(v), v))
 
 
 def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
@@ -134,7 +155,8 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     for name in CATEGORIES:
         if name in cols:
             cols[name] = encode(name, cols[name])
-    cols = catalog.expand(cols)
+    distinct: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # catalog columns: the few values their rows take
+    cols = catalog.expand(cols, distinct)
     n = len(next(iter(cols.values()))) if cols else 0
     for name in REQUIRED:
         if name not in cols:
@@ -150,16 +172,30 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             if one is not None:
                 floats[name] = one
     for name, default in DEFAULTS.items():  # absent: a zero-copy constant column
-        floats[name] = _fill(floats[name], default) if name in floats else np.broadcast_to(np.float64(default), (n,))
-    if "n_kv_heads" not in floats:
-        floats["n_kv_heads"] = floats["n_heads"]
-    floats["n_kv_heads"] = np.where(np.isnan(floats["n_kv_heads"]), floats["n_heads"], floats["n_kv_heads"])
-    d_head = floats.get("d_head", np.full(n, np.nan))
-    with np.errstate(divide="ignore", invalid="ignore"):  # n_heads 0 is reported below, as an InputError
-        floats["d_head"] = np.where(np.isnan(d_head), floats["d_model"] / floats["n_heads"], d_head)
-    sp = floats.get("sequence_parallel", np.full(n, np.nan))
-    floats["sequence_parallel"] = np.where(np.isnan(sp), (floats["tp"] > 1).astype(np.float64), sp)
+        if name not in floats:
+            floats[name] = np.broadcast_to(np.float64(default), (n,))
+        elif not np.isnan(default):
+            floats[name] = _fill(floats[name], default)
+    # blank cells derived from other columns (a column without blanks is used as it is)
+    heads = floats["n_heads"]
+    floats["n_kv_heads"] = _fill(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
+    if "d_head" not in floats or _has_nan(floats["d_head"]):
+        with np.errstate(divide="ignore", invalid="ignore"):  # n_heads 0 is reported below, as an InputError
+            per_head = floats["d_model"] / floats["n_heads"]
+        floats["d_head"] = _fill(floats["d_head"], per_head) if "d_head" in floats else per_head
+    if "sequence_parallel" not in floats or _has_nan(floats["sequence_parallel"]):
+        tp_splits = (floats["tp"] > 1).astype(np.float64)
+        floats["sequence_parallel"] = _fill(floats["sequence_parallel"], tp_splits) if "sequence_parallel" in floats \
+            else tp_splits
+
+    def cells(name: str) -> np.ndarray:
+        """The values of a column worth checking: a catalog column's few, a constant column's one, else all."""
+        column, values = distinct.get(name, (None, None))
+        return values if column is floats[name] else _distinct(floats[name])
+
     for name, low in REQUIRED.items():
+        if _all_at_least(cells(name), low):
+            continue
         v = _distinct(floats[name])
         bad = ~((v > 0) if low == 0 else (v >= low)) | (v == np.inf)  # NaN compares False: caught too
         row = _bad_row(bad)
@@ -168,11 +204,14 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             raise InputError(f"{what} is not valid; needs a finite number >= {low}" + (" (> 0)" if low == 0 else ""), column=name, row=row)
     for name in INTEGER_COLUMNS:
         if name in floats:
+            if _all_whole(cells(name)):
+                continue
             v = _distinct(floats[name])
             row = _bad_row((v != np.floor(v)) & np.isfinite(v) | (v < 0))
             if row is not None:
                 raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
-    row = _bad_row(~np.isin(floats["zero_stage"], (0, 1, 2, 3)))
+    zero = _distinct(floats["zero_stage"])
+    row = None if len(zero) and np.max(zero) <= 3 else _bad_row(~np.isin(zero, (0, 1, 2, 3)))  # whole, >= 0 by now
     if row is not None:
         raise InputError(f"{floats['zero_stage'][row]:g} is not a ZeRO stage (0, 1, 2 or 3)", column="zero_stage", row=row)
     return user, floats
@@ -201,31 +240,54 @@ def check_layout(floats: Columns) -> None:
 def run_models(floats: Columns, cal: Calibration | None = None, models: tuple[Model, ...] = MODELS) -> Columns:
     """Run ``models`` (default: all, in order) over prepared float columns; inputs plus outputs (new dict).
 
-    Large tables run in chunks of CHUNK_ROWS rows, which keep every temporary in cache."""
+    Large tables run in chunks of CHUNK_ROWS rows, which keep every temporary in cache; a constant column
+    enters each chunk as its one value."""
     cal = cal or Calibration.load()
-    n = len(floats["n_gpus"])
+    n = max(len(v) for v in floats.values())
     if n <= CHUNK_ROWS:
         work = dict(floats)
         for model in models:
             work.update(model.compute(work, cal))
         return work
-    out: Columns = {}
-    for i in range(0, n, CHUNK_ROWS):
-        part = run_models({k: v[i:i + CHUNK_ROWS] for k, v in floats.items()}, cal, models)
-        for k, v in part.items():
-            if k not in out:
-                out[k] = floats[k] if k in floats else np.empty(n, dtype=v.dtype)
-            if k not in floats:
-                out[k][i:i + CHUNK_ROWS] = v
+    out: Columns = dict(floats)
+    columns: Columns = {}
+    for lo in range(0, n, CHUNK_ROWS):
+        work = {k: v[:1] if is_constant(v) or len(v) == 1 else v[lo:lo + CHUNK_ROWS] for k, v in floats.items()}
+        for model in models:
+            work.update(model.compute(work, cal))
+        if not columns:  # the first chunk shows the outputs and their types (an input keeps its own values)
+            columns = _empty_columns({k: v for k, v in work.items() if k not in floats}, n)
+            out.update(columns)
+        for k, column in columns.items():
+            column[lo:lo + CHUNK_ROWS] = work[k]
     return out
 
 
-def evaluate(table: Mapping[str, object], cal: Calibration | None = None) -> Columns:
-    """Evaluate a design table with a fixed mapping: input columns plus every metric (see module doc)."""
+def _empty_columns(like: Mapping[str, np.ndarray], n: int) -> Columns:
+    """An uninitialised n-row column for each of ``like``'s, of its type. Columns of one type are rows of one
+    block of memory: one allocation for all of them, where one each would cost as much in page faults as
+    the models take to compute them."""
+    names: dict[np.dtype, list[str]] = {}
+    for name, value in like.items():
+        names.setdefault(value.dtype, []).append(name)
+    out: Columns = {}
+    for dtype, group in names.items():
+        out.update(zip(group, np.empty((len(group), n), dtype=dtype)))
+    return {name: out[name] for name in like}
+
+
+def evaluate(table: Mapping[str, object], cal: Calibration | None = None,
+             models: tuple[Model, ...] = MODELS) -> Columns:
+    """Evaluate a design table with a fixed mapping: input columns plus every metric (see module doc).
+
+    ``models``: the modules to run, in data-flow order (default: all); ``TRAINING_MODELS`` gives the
+    training performance model alone (step time, throughput, memory), without the cluster economics."""
+    if models is not MODELS:
+        _check_order(models)
     user, floats = prepare(table)
-    work = run_models(floats, cal)
+    work = run_models(floats, cal, models)
     out = dict(user)
-    outputs = set(metrics())
+    outputs = set(metrics()) if models is MODELS else {name for model in models for name in model.provides}
     for name, value in work.items():
         if name not in user or name in outputs:
             out[name] = value
@@ -233,3 +295,14 @@ def evaluate(table: Mapping[str, object], cal: Calibration | None = None) -> Col
         if name in user:
             out[name] = user[name]
     return out
+
+
+def _check_order(models: tuple[Model, ...]) -> None:
+    """Raise ValueError if a module needs a metric that only a module after it provides."""
+    inputs = set(metrics()) - {name for model in models for name in model.provides}  # from the table, if at all
+    seen: set[str] = set()
+    for model in models:
+        missing = sorted(set(model.requires) & set(metrics()) - seen - inputs)
+        if missing:
+            raise ValueError(f"{type(model).__name__} needs {missing}: run the modules that provide them first")
+        seen.update(model.provides)

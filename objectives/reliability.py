@@ -86,13 +86,15 @@ class Reliability(Model):
         restart = c["restart_fixed_s"] + c["ckpt_read_s"]
         chosen = np.where(np.isnan(c["ckpt_every_s"]), daly_interval_s(delta, m), c["ckpt_every_s"])
         interval = np.maximum(np.maximum(chosen, lag - delta), c["step_time_s"])
-        planned = 1.0 / (1.0 + (restart + delta) / mp)  # = M_p / (M_p + R + delta); 1 with no planned stops
+        stop = restart + delta  # a planned interruption: a checkpoint and a restart
+        planned = 1.0 / (1.0 + stop / mp)  # = M_p / (M_p + R + delta); 1 with no planned stops
         goodput = daly_goodput(interval, delta, restart + lag, m) * planned
+        segment = interval + delta
         terms = (
-            delta / (interval + delta),
-            ((interval + delta) / 2.0 + lag) / m,
+            delta / segment,
+            (segment / 2.0 + lag) / m,
             restart / m,
-            (restart + delta) / mp,
+            stop / mp,
         )
         total = terms[0] + terms[1] + terms[2] + terms[3]
         share = (1.0 - goodput) / np.where(total > 0, total, 1.0)

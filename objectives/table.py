@@ -21,6 +21,7 @@ __all__ = [
     "n_rows",
     "is_constant",
     "as_columns",
+    "factorize",
     "encode",
     "decode",
 ]
@@ -92,6 +93,31 @@ def as_columns(table: Mapping[str, object]) -> Columns:
     return out
 
 
+class _Addresses:
+    """The object pointers an object array holds, seen as a read-only integer array (kept alive by it)."""
+
+    def __init__(self, values: np.ndarray):
+        self._values = values
+        self.__array_interface__ = {"shape": values.shape, "strides": values.strides, "version": 3,
+                                    "typestr": np.dtype(np.uintp).str, "data": (values.ctypes.data, True)}
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values)``: (codes, distinct values in order of first appearance), code -1 for a
+    blank cell (None, NaN).
+
+    A column of repeated labels (``gpu``, ``recompute``) holds few distinct Python objects, so an object
+    column is factorized by object identity first (hashing 8-byte pointers instead of strings, several
+    times faster), then only its distinct objects by value; the result is the same."""
+    if values.dtype != object or len(values) == 0:
+        return pd.factorize(values)
+    by_object, objects = pd.factorize(np.asarray(_Addresses(values)))
+    # codes count up in order of first appearance, so code k first appears where the running maximum reaches k
+    first = np.searchsorted(np.maximum.accumulate(by_object), np.arange(len(objects)))
+    codes, distinct = pd.factorize(values[first])
+    return (by_object if len(distinct) == len(objects) else codes[by_object]), distinct
+
+
 def encode(name: str, values: np.ndarray) -> np.ndarray:
     """Map a categorical column (strings or codes) to float codes; raises InputError naming the bad value."""
     labels = CATEGORIES[name]
@@ -101,16 +127,16 @@ def encode(name: str, values: np.ndarray) -> np.ndarray:
         codes = values.astype(np.float64)
         bad = ~np.isin(codes, np.arange(len(labels))) & ~np.isnan(codes)
     else:
-        inverse, uniq = pd.factorize(values)  # missing cells get code -1, mapped to the last lut entry
+        inverse, uniq = factorize(values)  # missing cells get code -1, mapped to the last lut entry
         uniq = np.asarray([str(u) for u in uniq] + ["nan"])
         lut = np.empty(len(uniq))
         for i, u in enumerate(uniq):  # loop over distinct labels, not rows
             key = u.strip().lower()
             key = _ALIASES[name].get(key, key)
             lut[i] = labels.index(key) if key in labels else (np.nan if key in ("", "nan") else -1)
-        codes = lut[inverse]
-        bad = codes < 0
-    if bad.any():
+        codes = lut.take(inverse)
+        bad = (codes < 0) if (lut < 0).any() else None  # every distinct label occurs in some row
+    if bad is not None and bad.any():
         row = int(np.argmax(bad))
         raise InputError(f"'{values[row]}' is not one of {', '.join(labels)}", column=name, row=row)
     return codes

@@ -64,22 +64,31 @@ def fat_tree(endpoints, radix, oversubscription=1.0) -> dict[str, np.ndarray]:
     k = np.asarray(radix, dtype=np.float64)
     d = down_ports(k, oversubscription)
     u = k - d
-    tiers = np.where(n <= k, 1.0, 2.0)
+    half = k / 2.0
+    tiers = 2.0 - (n <= k)  # one switch, or a leaf layer and more
     cap = k * d
+    growing = bool(np.all(k >= 2.0))  # each level holds at least as many endpoints as the one below
     for level in range(2, MAX_TIERS):  # a handful of tree levels, each over whole columns
-        tiers = np.where(n > cap, level + 1.0, tiers)
-        cap = cap * (k / 2.0)
+        more = n > cap
+        if growing:  # a row that outgrows this level outgrew every one below: it has `level` tiers so far
+            if not more.any():
+                break  # every row fits: the larger trees above change nothing
+            tiers = tiers + more
+        else:
+            tiers = np.where(more, level + 1.0, tiers)
+        cap = cap * half
     one = tiers <= 1
+    three = tiers >= 3
     leaf = np.where(one, 1.0, np.ceil(n / d))
     up = np.where(one, 0.0, leaf * u)
-    middle = np.ceil(up / (k / 2.0))
+    middle = np.ceil(up / half)
     top = np.ceil(up / k)
-    spine = np.where(tiers == 2, top, np.where(tiers >= 3, middle, 0.0))
-    core = np.where(tiers >= 3, top + (tiers - 3.0) * middle, 0.0)
+    spine = np.where(tiers == 2, top, np.where(three, middle, 0.0))
+    core = np.where(three, top + (tiers - 3.0) * middle, 0.0)
     return {
         "tiers": tiers, "down": d, "up": u,
         "leaf": leaf, "spine": spine, "core": core,
-        "links_leaf": n, "links_spine": up, "links_core": np.where(tiers >= 3, (tiers - 2.0) * up, 0.0),
+        "links_leaf": n, "links_spine": up, "links_core": np.where(three, (tiers - 2.0) * up, 0.0),
     }
 
 
@@ -130,18 +139,20 @@ class Topology(Model):
         switches = tree["leaf"] + tree["spine"] + tree["core"]
         above = tree["links_spine"] + tree["links_core"]
         links = n + above
-        oversub = np.where(tiers <= 1, 1.0, d / u)
+        single = tiers <= 1
+        oversub = np.where(single, 1.0, d / u)
         # rail-optimized: one leaf joins d scale-up domains of one rail (S45/S46)
         domains = np.ceil(n / np.maximum(c["scaleup_size"], 1.0))
-        in_leaf = (tiers <= 1) | (domains <= d)
+        in_leaf = single | (domains <= d)
         seen = np.where(in_leaf, 1.0, oversub)
         hops = np.where(in_leaf, 1.0, 2.0 * tiers - 1.0)
         feed = {"nic_gbps": c["nic_gbps"], "net_eff_rel": c["net_eff_rel"],
                 "net_hop_latency_s": c["net_hop_latency_s"], "net_hops": hops}
         ring = scaleout_bw(feed, cal) / 1e9
         extend = c["scaleup_size"] > c["server_gpus"]  # NaN server_gpus compares False: nothing added
+        two_links = 2.0 * links  # a transceiver at both ends of every cable
         cap_switch = switches * c["net_switch_usd"]
-        cap_optics = 2.0 * links * c["net_optic_usd"] + links * c["net_cable_usd"]
+        cap_optics = two_links * c["net_optic_usd"] + links * c["net_cable_usd"]
         cap_nic = n * c["net_nic_usd"]
         cap_scaleup = np.where(extend, n * c["scaleup_switch_usd_per_gpu"], 0.0)
         power = (switches * c["net_switch_w"] + (n + 2.0 * above) * c["net_optic_w"]
@@ -154,7 +165,7 @@ class Topology(Model):
             "net_switches": switches,
             "net_switch_ports": switches * k,
             "net_links": links,
-            "net_transceivers": 2.0 * links,
+            "net_transceivers": two_links,
             "net_oversub": oversub,
             "net_oversub_seen": seen,
             "net_hops": hops,

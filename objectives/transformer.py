@@ -41,15 +41,17 @@ class TransformerMath(Model):
         q_width = c["n_heads"] * c["d_head"]
         kv_width = c["n_kv_heads"] * c["d_head"]
         # Q and O project h <-> heads*d_head; K and V project h -> kv_heads*d_head (GQA, Ainslie et al. 2023)
-        attn = 2.0 * h * q_width + 2.0 * h * kv_width
+        two_h = 2.0 * h
+        attn = two_h * q_width + two_h * kv_width
         n_mats = 2.0 + c["ffn_kind"]  # gelu: up, down; swiglu: gate, up, down (Shazeer 2020)
         experts = np.maximum(c["moe_experts"], 1.0)
-        active = np.where(c["moe_experts"] > 0, c["moe_topk"], 1.0)
-        router = np.where(c["moe_experts"] > 0, h * c["moe_experts"], 0.0)
+        moe = c["moe_experts"] > 0
+        active = np.where(moe, c["moe_topk"], 1.0)
+        router = np.where(moe, h * c["moe_experts"], 0.0)
         ffn_one = n_mats * h * c["d_ff"]
         ffn_all = experts * ffn_one + router
         ffn_active = active * ffn_one + router
-        norms = 2.0 * h  # two RMS/LayerNorm gains per layer (biases ignored)
+        norms = two_h  # two RMS/LayerNorm gains per layer (biases ignored)
         embedding = V * h * (2.0 - c["tied_embeddings"])
         n_params = L * (attn + ffn_all + norms) + embedding + h
         n_active = L * (attn + ffn_active + norms) + embedding + h

@@ -20,10 +20,9 @@ import functools
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import yaml
 
-from objectives.table import CATEGORIES, InputError, is_constant
+from objectives.table import CATEGORIES, InputError, factorize, is_constant
 
 __all__ = ["GPU_FIELDS", "MODEL_FIELDS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "gpus", "models",
            "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids", "operating_defaults",
@@ -122,8 +121,11 @@ def operating_defaults() -> dict[str, float]:
 
 def _natural_index(nic_gbps: np.ndarray) -> np.ndarray:
     """Index into _NATURAL of each row's natural fabric (by NIC speed; NaN -> the fastest)."""
-    limits = np.array([lim for lim, _ in _NATURAL[:-1]])
-    return np.searchsorted(limits, np.asarray(nic_gbps, dtype=np.float64), side="left")
+    nic = np.asarray(nic_gbps, dtype=np.float64)
+    index = np.full(nic.shape, len(_NATURAL) - 1, dtype=np.intp)
+    for limit, _ in _NATURAL[:-1]:  # a row at or under a limit is at least one fabric slower
+        index -= nic <= limit
+    return index
 
 
 def natural_network(nic_gbps: np.ndarray) -> np.ndarray:
@@ -147,7 +149,8 @@ def storage_ids() -> list[str]:
     return sorted(storage())
 
 
-def _expand_one(cols: dict, key: str, catalog: dict, fields: tuple[str, ...], strict: bool) -> dict:
+def _expand_one(cols: dict, key: str, catalog: dict, fields: tuple[str, ...], strict: bool,
+                distinct: dict | None = None) -> dict:
     if is_constant(cols[key]):  # one id for every row: expand once, broadcast
         n = len(cols[key])
         one = _expand_one({k: np.asarray(v[:1]) for k, v in cols.items() if k == key or (k in fields and is_constant(v))},
@@ -155,23 +158,37 @@ def _expand_one(cols: dict, key: str, catalog: dict, fields: tuple[str, ...], st
         return {f: (np.broadcast_to(v, (n,)) if f not in cols or is_constant(cols[f]) else
                     np.where(np.isnan(np.asarray(cols[f], dtype=np.float64)), v[0], cols[f]))
                 for f, v in one.items()}
-    codes, uniq = pd.factorize(cols[key])  # hashing: fast on 1M repeated labels; a blank cell gets -1
+    codes, uniq = factorize(cols[key])  # by distinct labels: fast on 1M repeated labels; a blank cell gets -1
     uniq = [str(u) for u in uniq] + ["(blank)"]  # code -1 indexes the last entry
-    inverse = codes
     present = uniq if (codes < 0).any() else uniq[:-1]
     unknown = [u for u in present if u not in catalog]
     nan_row = dict.fromkeys(fields, np.nan)
     if unknown and strict:
         row = int(np.argmax(codes == (uniq.index(unknown[0]) if unknown[0] != "(blank)" else -1)))
         raise InputError(f"unknown {key} '{unknown[0]}'; known: {', '.join(sorted(catalog))}", column=key, row=row)
-    new = {}
+    luts = np.array([[catalog.get(u, nan_row)[f] for u in uniq] for f in fields], dtype=np.float64)
+    values = _gather(luts, codes, len(present))
+    if distinct is not None:
+        distinct.update((f, (v, lut[:len(present)])) for f, v, lut in zip(fields, values, luts) if f not in cols)
+    return _override(values, fields, cols)
+
+
+def _gather(luts: np.ndarray, codes: np.ndarray, used: int) -> list[np.ndarray]:
+    """Each row of ``luts`` (a field's value per distinct id) by row of the table, every field in one pass;
+    a field that takes one value over the ids in use (``luts[:, :used]``) stays a constant view."""
+    first = luts[:, :1]
+    same = ((luts[:, :used] == first) | (np.isnan(luts[:, :used]) & np.isnan(first))).all(axis=1)
+    varying = iter(luts[~same].take(codes, axis=1))
+    return [np.broadcast_to(lut[0], codes.shape) if one else next(varying) for lut, one in zip(luts, same)]
+
+
+def _override(values: list[np.ndarray], fields: tuple[str, ...], cols: dict) -> dict:
+    """Catalog values where the table gives none: a table value is a what-if override of its row."""
+    new = dict(zip(fields, values))
     for f in fields:
-        lut = np.array([catalog.get(u, nan_row)[f] for u in uniq], dtype=np.float64)  # one entry per distinct id
-        values = lut[inverse]
-        if f in cols:  # an override: keep the table's value where it has one
+        if f in cols:
             given = np.asarray(cols[f], dtype=np.float64)
-            values = np.where(np.isnan(given), values, given)
-        new[f] = values
+            new[f] = np.where(np.isnan(given), new[f], given)
     return new
 
 
@@ -188,7 +205,7 @@ def _id_codes(cols: dict, key: str, catalog: dict) -> np.ndarray:
     if is_constant(given):
         one = _id_codes({key: np.asarray(given[:1])}, key, catalog)
         return np.broadcast_to(one, (n,))
-    inverse, uniq = pd.factorize(np.asarray(given))  # blank (None/NaN) cells get -1
+    inverse, uniq = factorize(np.asarray(given))  # blank (None/NaN) cells get -1
     lut = np.full(len(uniq) + 1, -1, dtype=np.intp)  # the last entry serves code -1
     for i, u in enumerate(uniq):  # distinct labels, not rows
         label = str(u).strip()
@@ -198,22 +215,15 @@ def _id_codes(cols: dict, key: str, catalog: dict) -> np.ndarray:
             row = int(np.argmax(inverse == i))
             raise InputError(f"unknown {key} '{label}'; known: {', '.join(sorted(catalog))}", column=key, row=row)
         lut[i] = names.index(label)
-    return lut[inverse]
+    return lut.take(inverse)
 
 
 def _lookup(codes: np.ndarray, catalog: dict, fields: tuple[str, ...], cols: dict) -> dict:
     """Each field's catalog value by row (codes index list(catalog)); a table value overrides it."""
-    names = list(catalog)
-    const = is_constant(codes)
-    new = {}
-    for f in fields:
-        lut = np.array([catalog[name][f] for name in names], dtype=np.float64)
-        values = np.broadcast_to(lut[codes[:1]], codes.shape) if const else lut[codes]
-        if f in cols:  # an override: keep the table's value where it has one
-            given = np.asarray(cols[f], dtype=np.float64)
-            values = np.where(np.isnan(given), values, given)
-        new[f] = values
-    return new
+    luts = np.array([[entry[f] for entry in catalog.values()] for f in fields], dtype=np.float64)
+    if is_constant(codes):
+        return _override([np.broadcast_to(lut[codes[0]], codes.shape) for lut in luts], fields, cols)
+    return _override(list(luts.take(codes, axis=1)), fields, cols)  # every field in one gather
 
 
 def _expand_network(cols: dict, out: dict) -> dict:
@@ -232,37 +242,41 @@ def _expand_network(cols: dict, out: dict) -> dict:
             natural = np.broadcast_to(to_catalog[_natural_index(nic[:1])], (n,))
             codes = natural if not named[0] else codes
         else:
-            codes = np.where(named, codes, to_catalog[_natural_index(nic)])
+            natural = to_catalog.take(_natural_index(nic))
+            codes = np.where(named, codes, natural) if named.any() else natural
+    hop_latency = cols.get("net_hop_latency_s")
+    keep = named | (np.isfinite(np.asarray(hop_latency, dtype=np.float64)) if hop_latency is not None else False)
     own = tuple(f for f in NETWORK_FIELDS if f not in _NET_OVER_GPU)
-    res = _lookup(codes, catalog, own, cols)
-    over = _lookup(codes, catalog, _NET_OVER_GPU, {})
-    for f in _NET_OVER_GPU:  # user value > named network's > GPU's
-        if not named.any():
-            break
-        base = np.asarray(out[f], dtype=np.float64) if f in out else np.full(n, np.nan)
-        user = np.isfinite(np.asarray(cols[f], dtype=np.float64)) if f in cols else False
-        take = named & ~user & np.isfinite(over[f])
-        if take.any():
-            res[f] = np.where(take, over[f], base)
-    user = np.isfinite(np.asarray(cols["net_hop_latency_s"], dtype=np.float64)) if "net_hop_latency_s" in cols else False
-    keep = named | user
+    res = _lookup(codes, catalog, own if keep.any() else tuple(f for f in own if f != "net_hop_latency_s"), cols)
+    if named.any():
+        over = _lookup(codes, catalog, _NET_OVER_GPU, {})
+        for f in _NET_OVER_GPU:  # user value > named network's > GPU's
+            base = np.asarray(out[f], dtype=np.float64) if f in out else np.full(n, np.nan)
+            given = np.isfinite(np.asarray(cols[f], dtype=np.float64)) if f in cols else False
+            take = named & ~given & np.isfinite(over[f])
+            if take.any():
+                res[f] = np.where(take, over[f], base)
     if not keep.all():  # unnamed rows: the calibrated NCCL latency covers the path
-        res["net_hop_latency_s"] = np.where(keep, res["net_hop_latency_s"], 0.0)
-    return res
+        res["net_hop_latency_s"] = np.where(keep, res["net_hop_latency_s"], 0.0) if keep.any() \
+            else np.broadcast_to(0.0, (n,))
+    return {f: res[f] for f in own + _NET_OVER_GPU if f in res}  # in catalog order
 
 
-def expand(cols: dict) -> dict:
+def expand(cols: dict, distinct: dict | None = None) -> dict:
     """Columns with every catalog id (``gpu``, ``model``, ``network``, ``storage``) expanded; returns a new
-    dict, input untouched. Rows without a network or storage get their defaults (module doc)."""
+    dict, input untouched. Rows without a network or storage get their defaults (module doc).
+
+    ``distinct``, if given, receives ``field -> (column, values)`` for each model and GPU column gathered
+    from the catalog: the few values its rows take (checking those checks every row)."""
     out = dict(cols)
     if not cols:
         return out
     if "model" in cols:
         # a model name outside the catalog is fine when the row spells out its architecture
         spelled_out = all(f in cols for f in ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size"))
-        out.update(_expand_one(cols, "model", models(), MODEL_FIELDS, strict=not spelled_out))
+        out.update(_expand_one(cols, "model", models(), MODEL_FIELDS, strict=not spelled_out, distinct=distinct))
     if "gpu" in cols:
-        out.update(_expand_one(cols, "gpu", gpus(), GPU_FIELDS, strict=True))
+        out.update(_expand_one(cols, "gpu", gpus(), GPU_FIELDS, strict=True, distinct=distinct))
     out.update(_expand_network(cols, out))
     codes = _id_codes(cols, "storage", storage())
     if not (codes >= 0).all():
