@@ -67,6 +67,34 @@ def cpu_check() -> float:
     return 2 * alone / max(both)
 
 
+def _model_work(table) -> float:
+    import objectives
+
+    t = time.perf_counter()
+    for _ in range(3):
+        objectives.search_mapping(table)
+    return time.perf_counter() - t
+
+
+def model_check(spec) -> float:
+    """How the model itself scales on this machine right now: the mapping search of 256 designs, alone and
+    then in two processes at once (2.0 where two cores run it at full speed). No engine, no Ray: the ceiling
+    of any actor speed-up here."""
+    import multiprocessing as mp
+
+    from dse.samplers import sample_uniform
+    from dse.space import Space
+
+    space = Space(spec)
+    rng = np.random.RandomState(0)
+    table = space.table([{n: sample_uniform(d, rng) for n, d in space.distributions.items()} for _ in range(256)])
+    _model_work(table)  # warm
+    alone = _model_work(table)
+    with mp.get_context("fork").Pool(2) as pool:
+        both = pool.map(_model_work, [table, table])
+    return 2 * alone / max(both)
+
+
 def bench_space(trials: int, batch: int) -> dict:
     raw = yaml.safe_load((ROOT / "spaces" / "default.yaml").read_text())
     raw = copy.deepcopy(raw)
@@ -105,6 +133,9 @@ def main() -> None:
           f"batches of {args.batch}; design cache off; {os.cpu_count()} CPUs; model: {'toy' if args.toy else 'objectives.search_mapping'}")
     before = cpu_check()
     print(f"CPUs available to two busy processes before: {before:.2f} of {os.cpu_count()}")
+    if not args.toy:
+        print(f"the model alone in two processes at once: {model_check(spec):.2f}x one process "
+              "(the ceiling of a 2-actor speed-up on this machine now)")
     t0 = time.perf_counter()
     ray.init(num_cpus=max(max(args.workers), os.cpu_count() or 1), include_dashboard=False, logging_level="ERROR")
     print(f"Ray start: {time.perf_counter() - t0:.1f} s (once, not in the figures)\n")

@@ -153,3 +153,29 @@ def test_journal_is_an_optuna_study(vocab, tmp_path):
     assert [t.constraints for t in loaded.trials] == [t.constraints for t in s.study.trials]
     assert loaded.directions == s.study.directions
     assert len(loaded.best_trials) > 0
+
+
+@pytest.mark.parametrize("sampler", ["nsga2", "tpe"])
+def test_journal_batch_encoding_is_the_per_trial_encoding(vocab, tmp_path, sampler):
+    import functools
+
+    from dse.store import _iso
+
+    spec, space, s = make(vocab, tmp_path, batch_size=12, sampler=sampler)
+    step(s, space, 12, 0)
+    trials, _ = s.ask(12, 1)
+    values = np.column_stack([np.linspace(1, 2, 12), np.linspace(3, 4, 12)])
+    values[0, 0], values[1, 1] = np.inf, np.nan  # told as the worst value: Infinity in the JSON
+    s.tell(trials, values, {"model": np.linspace(-1, 1, 12)})
+    s.journal_append(trials, s.record(trials))
+    finished = [s.study._storage.get_trial(t._trial_id) for t in trials]
+    iso = functools.lru_cache(maxsize=4)(_iso)
+    per_trial = [s.journal._trial_line(t, iso) for t in finished]
+    batch = s.journal._batch_lines(finished, iso)
+    if sampler == "nsga2":  # numbers only: one encoder call for the batch, the same bytes
+        assert batch == per_trial
+    else:  # TPE trials carry no generation attribute but the same shape: encoded either way, identically
+        assert batch is None or batch == per_trial
+    mixed = finished[:2] + [copy.copy(finished[2])]
+    mixed[2].system_attrs = {**mixed[2].system_attrs, "note": "text"}
+    assert s.journal._batch_lines(mixed, iso) is None  # not numbers only: each trial on its own
