@@ -23,7 +23,6 @@ written from it once per batch.
 
 from __future__ import annotations
 
-import copy
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
@@ -42,7 +41,7 @@ from dse.samplers import GenerationIndex, make_sampler
 from dse.space import Space
 from dse.spec import SearchSettings
 from dse.store import STUDY_NAME, JournalMirror
-from dse.study_storage import BatchInMemoryStorage
+from dse.study_storage import BatchInMemoryStorage, copy_trial
 
 __all__ = ["Searcher", "silence_optuna"]
 
@@ -245,7 +244,7 @@ _MISSING = object()
 
 def _with_attrs(trial: FrozenTrial, attrs: Mapping[str, Any]) -> FrozenTrial:
     """A copy of a running trial with system attributes added (what a sampler's ``after_trial`` sees)."""
-    out = copy.copy(trial)
+    out = copy_trial(trial)
     out.system_attrs = {**trial.system_attrs, **attrs}
     return out
 

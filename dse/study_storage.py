@@ -12,7 +12,15 @@ from optuna.distributions import BaseDistribution
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
-__all__ = ["BatchInMemoryStorage"]
+__all__ = ["BatchInMemoryStorage", "copy_trial"]
+
+
+def copy_trial(trial: FrozenTrial) -> FrozenTrial:
+    """``copy.copy(trial)`` (a shallow copy, as Optuna's storages make before changing a trial), without
+    the generic copy protocol's cost (about 3 µs a trial, paid a few times per trial per batch)."""
+    out = FrozenTrial.__new__(FrozenTrial)
+    out.__dict__.update(trial.__dict__)
+    return out
 
 
 class BatchInMemoryStorage(InMemoryStorage):
@@ -106,7 +114,7 @@ class BatchInMemoryStorage(InMemoryStorage):
         COMPLETE, as ``set_trial_system_attr`` per key then ``set_trial_state_values`` would (completed at
         ``when``, default now). Returns the finished trial."""
         with self._lock:
-            trial = copy.copy(self._get_trial(trial_id))
+            trial = copy_trial(self._get_trial(trial_id))
             self.check_trial_is_updatable(trial_id, trial.state)
             trial.system_attrs = {**trial.system_attrs, **system_attrs}
             trial.state = TrialState.COMPLETE
