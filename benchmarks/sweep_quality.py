@@ -92,9 +92,11 @@ def main() -> None:
             v = np.array(results[sampler])
             print(f"{sampler:>6}: mean {100 * v.mean():.2f}%  min {100 * v.min():.2f}%  max {100 * v.max():.2f}%  "
                   f"std {100 * v.std(ddof=1) if len(v) > 1 else 0.0:.2f} points over {len(v)} seeds\n")
-        ok = min(results["nsga2"]) >= 0.98
-        print(f"NSGA-II at {100 * budget / grid:.1f}% of the grid: worst seed {100 * min(results['nsga2']):.2f}% of the "
-              f"exact hypervolume -> {'meets' if ok else 'misses'} the 98% bar")
+        v = np.array(results["nsga2"])
+        print(f"NSGA-II at {100 * budget / grid:.1f}% of the grid: mean {100 * v.mean():.2f}% of the exact hypervolume "
+              f"over {len(v)} seeds ({'meets' if v.mean() >= 0.98 else 'misses'} the 98% bar), spread "
+              f"{100 * v.min():.2f}-{100 * v.max():.2f}% (std {100 * v.std(ddof=1) if len(v) > 1 else 0.0:.2f} points); "
+              f"{int((v < 0.98).sum())} of {len(v)} seeds below 98%")
     if use_ray:
         ray.shutdown()
 
