@@ -150,7 +150,8 @@ class ScoreCache:
 
     The model is deterministic, so a design the sampler proposes again (frequent in discrete spaces once
     NSGA-II converges) is looked up instead of scored again, and a batch scores each distinct new design
-    once. Called once per batch by :func:`run` (:meth:`score`); on resume it is refilled from the parts
+    once. Called once per batch by :func:`run` (:meth:`submit`, one batch at a time: a batch's new designs
+    are stored when its results come back); on resume it is refilled from the parts
     (:meth:`add_table`). A design's key is a 64-bit hash of its searched columns (pandas, vectorized),
     found by binary search in a sorted array and checked against the stored columns; results live in
     columns that grow by doubling. So a batch costs O(batch log n), never a pass over the whole run, and
