@@ -167,7 +167,7 @@ class Searcher:
             finished.append(storage.complete_trial(trial._trial_id, vals[i], attrs, now))
         self._generations.add(finished)
 
-    def record(self, trials: Sequence[optuna.Trial]) -> dict[str, Any]:
+    def record(self, trials: Sequence[FrozenTrial]) -> dict[str, Any]:
         """JSON-able record of a told batch, by column: each trial's number, parameters (Optuna's internal
         representation), values and system attributes, plus the study system attributes new since the
         last record (NSGA-II parents). Stored with the batch's Parquet part, so that the part alone
@@ -191,7 +191,7 @@ class Searcher:
             "datetime_complete": max(ends).isoformat() if ends else None,
         }
 
-    def journal_append(self, trials: Sequence[optuna.Trial], record: Mapping[str, Any]) -> None:
+    def journal_append(self, trials: Sequence[FrozenTrial], record: Mapping[str, Any]) -> None:
         """Append a committed batch to the Optuna journal (after its Parquet part is written)."""
         if self.journal is None:
             return

@@ -361,7 +361,7 @@ class JournalMirror:
             if not all(type(x) in numbers for x in row):
                 return None
             rows.append(row)
-        self._trial_line(first, iso)  # (re)encodes the distributions if they changed
+        self._encode_distributions(first)
         text = _ENCODER.encode(rows)  # "[[v,..,p,..,a,..],[...]]": numbers only, so "],[" separates rows
         body = text[2:-2].split("],[")
 
@@ -379,16 +379,21 @@ class JournalMirror:
             + literal(f',"distributions":{self._dists_json}}}')
         return [fmt % tuple(row.split(",")) for row in body]
 
+    def _encode_distributions(self, t: FrozenTrial) -> None:
+        """Keep ``_dists_json`` the JSON of ``t``'s distributions: encoded once per run, not per trial (a
+        batch's trials share one dict, so the check is one identity test)."""
+        if t.distributions is not self._dists and (
+                self._dists is None or len(self._dists) != len(t.distributions)
+                or any(self._dists.get(k) is not d for k, d in t.distributions.items())):
+            self._dists = t.distributions
+            self._dists_json = json.dumps({k: distribution_to_json(d) for k, d in t.distributions.items()},
+                                          separators=(",", ":"))
+
     def _trial_line(self, t: FrozenTrial, iso: Callable[[datetime | None], str | None]) -> str:
         """The CREATE_TRIAL record ``JournalStorage.create_new_trial(template_trial=t)`` writes, encoded
         directly: the distributions (the same for every trial of a run) are encoded once, not per trial.
         Tests load the file back with Optuna and compare."""
-        if t.distributions is not self._dists and (
-                self._dists is None or len(self._dists) != len(t.distributions)
-                or any(self._dists.get(k) is not d for k, d in t.distributions.items())):
-            self._dists = t.distributions  # a batch's trials share one dict: checked once
-            self._dists_json = json.dumps({k: distribution_to_json(d) for k, d in t.distributions.items()},
-                                          separators=(",", ":"))
+        self._encode_distributions(t)
         multi = t.values is not None and len(t.values) > 1
         log: dict[str, Any] = {
             "op_code": JournalOperation.CREATE_TRIAL,

@@ -27,10 +27,10 @@ class BatchInMemoryStorage(InMemoryStorage):
     """In-memory storage for a study driven in batches.
 
     The study never holds WAITING trials (the engine never enqueues): ``study.ask`` scans every trial for
-    one, and a counter answers at once. Parameters and system attributes of a trial can be written in one
-    step (:meth:`set_trial_params`, :meth:`set_trial_system_attrs`), as the per-item calls would, and a
-    whole batch of running trials is created in one call (:meth:`create_running_trials`) and each is
-    finished in one write (:meth:`complete_trial`).
+    one, and a counter answers at once. The parameters of a trial are written in one step
+    (:meth:`set_trial_params`), as the per-parameter calls would, a whole batch of running trials is
+    created in one call (:meth:`create_running_trials`) and each is finished, constraints included, in one
+    write (:meth:`complete_trial`).
     """
 
     def __init__(self):
@@ -53,15 +53,6 @@ class BatchInMemoryStorage(InMemoryStorage):
         with self._lock:
             self._check_study_id(study_id)
             return dict(self._studies[study_id].system_attrs)
-
-    def set_trial_system_attrs(self, trial_id: int, attrs: Mapping[str, Any]) -> None:
-        """Several system attributes of a running trial in one write (as ``set_trial_system_attr`` each)."""
-        with self._lock:
-            trial = self._get_trial(trial_id)
-            self.check_trial_is_updatable(trial_id, trial.state)
-            trial = copy.copy(trial)
-            trial.system_attrs = {**trial.system_attrs, **attrs}
-            self._set_trial(trial_id, trial)
 
     def set_trial_params(self, trial_id: int, params: Mapping[str, Any], distributions: Mapping[str, BaseDistribution]) -> None:
         """All parameters of a running trial at once: what ``set_trial_param`` does per parameter (the

@@ -595,20 +595,21 @@ def run(
             # (a full collection of a large study costs tens of milliseconds)
             gc.freeze()
 
+        def commit_told() -> None:
+            nonlocal told
+            if told is not None:
+                b, told = told, None  # not committed twice if the commit itself is interrupted
+                sweep.commit(b)
+                committed(b)
+
         # one batch ahead: batch k is asked (which needs batch k-1 told) and submitted, then batch k-1 is
         # committed while the workers score batch k, then batch k is told
         while sweep.asked < sweep.total:
             batch = sweep.start(pool)
-            if told is not None:
-                b, told = told, None
-                sweep.commit(b)
-                committed(b)
+            commit_told()
             sweep.tell(batch)
             told = batch
-        if told is not None:
-            b, told = told, None
-            sweep.commit(b)
-            committed(b)
+        commit_told()
         status = "complete"
     except KeyboardInterrupt:
         status = "stopped"
