@@ -8,7 +8,8 @@
    samplers are asked once per design, as ``study.ask`` and ``Trial.suggest_*`` ask them.
 2. :meth:`Searcher.tell` -- after the batch was scored: every trial's constraint values (stored as
    ``trial.set_constraint`` stores them, <= 0 feasible; an infeasible design is told, never failed) and
-   its objective values, as ``study.tell`` does (the sampler's ``after_trial``, then the trial finished).
+   its objective values, as ``study.tell`` does (the sampler's ``after_trial``, then the trial finished;
+   a batch sampler's ``after_batch`` once instead).
 3. :meth:`Searcher.record` -- the batch's finished trials as plain JSON (stored with the batch's Parquet
    part, which is the commit point), then :meth:`Searcher.journal_append` appends them to the run's
    Optuna journal (``optuna.storages.JournalStorage`` file) with one write and fsync.
@@ -102,9 +103,10 @@ class Searcher:
             designs, attrs = made
             params = [{**self._single, **d} for d in designs]
             trials = study._storage.create_running_trials(study._study_id, params, self.space.distributions, attrs)
+            # (the batch sampler added its designs to the seen set as it made them)
         else:
             trials, params = self._ask_one_by_one(sampler, n)
-        self._seen.update(tuple(p[k] for k in self._varying) for p in params)
+            self._seen.update(tuple(p[k] for k in self._varying) for p in params)
         return trials, params
 
     def _ask_one_by_one(self, sampler: BaseSampler, n: int) -> tuple[list[FrozenTrial], list[dict[str, Any]]]:
@@ -158,14 +160,19 @@ class Searcher:
         keys = [f"{_CONSTRAINTS_KEY}:{name}" for name in names]  # what Trial.set_constraint stores
         finished = []
         now = datetime.now()  # the batch is told at once: one completion time
+        after_batch = getattr(sampler, "after_batch", None)  # a batch sampler's after_trial is once per batch
         for i, trial in enumerate(trials):
             attrs = dict(zip(keys, cons_l[i]))
             current = storage.get_trial(trial._trial_id)
             if current.state != TrialState.RUNNING:
                 raise ValueError(f"cannot tell trial {current.number}: it is {current.state.name}")
-            sampler.after_trial(study, _with_attrs(current, attrs), TrialState.COMPLETE, vals[i])
+            if after_batch is None:
+                sampler.after_trial(study, _with_attrs(current, attrs), TrialState.COMPLETE, vals[i])
             finished.append(storage.complete_trial(trial._trial_id, vals[i], attrs, now))
-        self._generations.add(finished)
+        if after_batch is not None:
+            after_batch(study)
+        # each trial's NSGA-II penalty, as penalty_of reads it back from the stored constraints
+        self._generations.add(finished, np.maximum(cons, 0.0).sum(axis=1) if names else None)
 
     def record(self, trials: Sequence[FrozenTrial]) -> dict[str, Any]:
         """JSON-able record of a told batch, by column: each trial's number, parameters (Optuna's internal

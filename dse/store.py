@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from optuna.distributions import BaseDistribution, distribution_to_json
+from optuna.distributions import BaseDistribution, CategoricalDistribution, distribution_to_json
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.storages.journal._file import get_lock_file
@@ -342,25 +342,29 @@ class JournalMirror:
         encoder for the whole batch: for a batch of finished multi-objective trials that share their
         distributions, times and attribute names, and whose parameters (internal representation) and
         system attributes are plain numbers -- what NSGA-II batches are. None otherwise (then each trial
-        is encoded on its own)."""
+        is encoded on its own). The batch is read column by column, never a Python loop per cell."""
         first = trials[0]
         names, keys = list(first.params), list(first.system_attrs)
         dists = first.distributions
         if first.values is None or len(first.values) < 2 or len(names) != len(dists):
             return None
         n_values = len(first.values)
-        numbers = (int, float)
-        rows = []
-        for t in trials:
-            if (t.distributions is not dists or t.state != first.state or t.datetime_start != first.datetime_start
-                    or t.datetime_complete != first.datetime_complete or t.user_attrs or t.intermediate_values
-                    or t.values is None or len(t.values) != n_values or list(t.params) != names
-                    or list(t.system_attrs) != keys):
-                return None
-            row = [*t.values, *(dists[k].to_internal_repr(t.params[k]) for k in names), *(t.system_attrs[k] for k in keys)]
-            if not all(type(x) in numbers for x in row):
-                return None
-            rows.append(row)
+        same = (all(t.distributions is dists for t in trials) and all(t.state == first.state for t in trials)
+                and all(t.datetime_start == first.datetime_start for t in trials)
+                and all(t.datetime_complete == first.datetime_complete for t in trials)
+                and not any(t.user_attrs or t.intermediate_values for t in trials)
+                and all(list(t.params) == names and list(t.system_attrs) == keys for t in trials))
+        if not same:
+            return None
+        values = [t.values for t in trials]
+        if not all(v is not None and len(v) == n_values for v in values):
+            return None
+        columns = [*zip(*values)]
+        columns += [_internal_column(dists[k], [t.params[k] for t in trials]) for k in names]
+        columns += [[t.system_attrs[k] for t in trials] for k in keys]
+        if not all(set(map(type, col)) <= _NUMBERS for col in columns):
+            return None
+        rows = list(zip(*columns))
         self._encode_distributions(first)
         text = _ENCODER.encode(rows)  # "[[v,..,p,..,a,..],[...]]": numbers only, so "],[" separates rows
         body = text[2:-2].split("],[")
@@ -437,6 +441,24 @@ class JournalMirror:
 
 #: one encoder for every line (json.dumps with separators builds a new one per call)
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
+_NUMBERS = {int, float}
+
+
+def _internal_column(dist: BaseDistribution, values: list) -> list:
+    """``dist.to_internal_repr`` of each value of one parameter: the choice's index for a categorical
+    parameter, the float for a number (Optuna rejects NaN there), one column at a time."""
+    if isinstance(dist, CategoricalDistribution):
+        index: dict = {}
+        for i, c in enumerate(dist.choices):  # the first equal choice, as choices.index finds it
+            index.setdefault(c, i)
+        try:
+            return [index[v] for v in values]
+        except (KeyError, TypeError):
+            return [dist.to_internal_repr(v) for v in values]
+    out = list(map(float, values))
+    if any(v != v for v in out):
+        return [dist.to_internal_repr(v) for v in values]  # raises as Optuna does
+    return out
 
 
 def _iso(dt: datetime | None) -> str | None:

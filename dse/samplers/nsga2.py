@@ -27,6 +27,30 @@ from optuna.trial import FrozenTrial, TrialState
 __all__ = ["BatchNSGAIISampler", "VectorizedChildGeneration", "EliteSelection", "GenerationIndex", "sample_uniform"]
 
 
+def penalty_of(trial: FrozenTrial) -> float | None:
+    """The constraint penalty of a finished trial: the sum of its positive constraint values (Optuna's
+    constrained domination, Deb et al. 2002 Sec. IV-A); None when it has no constraints."""
+    constraints = trial.constraints
+    if not constraints:
+        return None
+    values = np.array(list(constraints.values()), dtype=np.float64)
+    if np.isnan(values).any():
+        raise ValueError("NaN is not acceptable as constraint value.")
+    return float(np.maximum(values, 0.0).sum())
+
+
+def penalties(trials: Sequence[FrozenTrial], index: GenerationIndex | None = None) -> np.ndarray | None:
+    """The penalty of each trial (:func:`penalty_of`, read from ``index`` when it holds them all), or None
+    when no trial has constraints (Optuna: unconstrained domination). Called once per generation."""
+    known = index.penalties(trials) if index is not None else None
+    each = known if known is not None else [penalty_of(t) for t in trials]
+    if all(p is None for p in each):
+        return None
+    if any(p is None for p in each):
+        raise ValueError("every trial of a generation needs the same constraints")
+    return np.array(each, dtype=np.float64)
+
+
 class EliteSelection(NSGAIIElitePopulationSelectionStrategy):
     """NSGA-II survival (Deb et al. 2002, Sec. III): Optuna's elite population selection, reading each
     trial's constraints once.
@@ -35,23 +59,18 @@ class EliteSelection(NSGAIIElitePopulationSelectionStrategy):
     non-dominated ranks under constrained domination (``_fast_non_domination_rank`` with the sum of
     positive violations as penalty), whole fronts while they fit, then the last front by crowding
     distance. Optuna's own strategy parses every trial's constraints from its system attributes three
-    times (and checks them for NaN one trial at a time); here they are read once into an array.
+    times (and checks them for NaN one trial at a time); here each trial's penalty is read once, when it
+    is told (:class:`GenerationIndex`).
     """
+
+    def __init__(self, population_size: int, index: GenerationIndex | None = None):
+        super().__init__(population_size=population_size)
+        self._index = index
 
     def __call__(self, study, population: list[FrozenTrial]) -> list[FrozenTrial]:
         if not population:
             return []
-        constraints = [t.constraints for t in population]
-        constrained = any(constraints)
-        penalty = None
-        if constrained:
-            widths = {len(c) for c in constraints}
-            if len(widths) != 1:
-                raise ValueError("every trial of a generation needs the same constraints")
-            C = np.array([list(c.values()) for c in constraints], dtype=np.float64)
-            if np.isnan(C).any():
-                raise ValueError("NaN is not acceptable as constraint value.")
-            penalty = np.maximum(C, 0.0).sum(axis=1)
+        penalty = penalties(population, self._index)
         F = np.array([t.values for t in population], dtype=np.float64)
         F *= np.array([-1.0 if d == StudyDirection.MAXIMIZE else 1.0 for d in study.directions])
         ranks = _fast_non_domination_rank(F, penalty=penalty)
@@ -89,7 +108,9 @@ class VectorizedChildGeneration:
 
     def __init__(self, *, directions: Sequence[StudyDirection], population_size: int, seed: int,
                  crossover_prob: float = 0.9, swapping_prob: float = 0.5, mutation_prob: float | None = None,
-                 seen: set | None = None, max_tries: int = 20, eta: float | None = 20.0, eta_discrete: float = 3.0):
+                 seen: set | None = None, max_tries: int = 20, eta: float | None = 20.0, eta_discrete: float = 3.0,
+                 index: GenerationIndex | None = None):
+        self._index = index
         self._sign = np.array([1.0 if d == StudyDirection.MINIMIZE else -1.0 for d in directions])
         self._size = population_size
         self._rng = np.random.RandomState(seed % (2**32))
@@ -169,9 +190,8 @@ class VectorizedChildGeneration:
         names = list(space)
         F = np.array([t.values for t in parents], dtype=np.float64) * self._sign
         F[np.isnan(F)] = np.inf
-        constrained = any(t.constraints for t in parents)
-        penalty = (np.array([sum(v for v in t.constraints.values() if v > 0) for t in parents]) if constrained
-                   else np.zeros(len(parents)))
+        penalty = penalties(parents, self._index)
+        penalty = np.zeros(len(parents)) if penalty is None else penalty
         values = {name: np.array([t.params.get(name) for t in parents], dtype=object) for name in names}
 
         rows = self._offspring(space, names, values, F, penalty, size)
@@ -268,15 +288,26 @@ class GenerationIndex:
     def __init__(self):
         self._by_generation: dict[int, list[FrozenTrial]] = {}
         self._by_id: dict[int, FrozenTrial] = {}
+        self._penalty: dict[int, float | None] = {}
 
-    def add(self, finished: Iterable[FrozenTrial]) -> None:
-        """Called after every tell (and on restore) with the finished trials."""
+    def add(self, finished: Sequence[FrozenTrial], penalty: np.ndarray | None = None) -> None:
+        """Called after every tell (and on restore) with the finished trials and, from a tell, their
+        penalties (:func:`penalty_of`, computed for the whole batch at once; None: no constraints told)."""
         key = BatchNSGAIISampler._get_generation_key()
-        for t in finished:
+        each = penalty.tolist() if penalty is not None else [None] * len(finished)
+        for t, p in zip(finished, each):
             g = t.system_attrs.get(key)
             if g is not None and t.state == TrialState.COMPLETE:
                 self._by_generation.setdefault(g, []).append(t)
                 self._by_id[t._trial_id] = t
+                self._penalty[t._trial_id] = p if penalty is not None else penalty_of(t)
+
+    def penalties(self, trials: Iterable[FrozenTrial]) -> list[float | None] | None:
+        """Each trial's :func:`penalty_of`, computed once when it was added (None if one is unknown)."""
+        try:
+            return [self._penalty[t._trial_id] for t in trials]
+        except KeyError:
+            return None
 
     def trials(self, trial_ids: Iterable[int]) -> list[FrozenTrial] | None:
         """The finished trials with these ids, in study order (None if one is unknown)."""
@@ -312,11 +343,11 @@ class BatchNSGAIISampler(NSGAIISampler):
                  directions: Sequence[StudyDirection], generations: GenerationIndex | None = None,
                  seen: set | None = None):
         self._children = VectorizedChildGeneration(directions=directions, population_size=population_size,
-                                                   seed=seed + 1, seen=seen)
+                                                   seed=seed + 1, seen=seen, index=generations)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             super().__init__(population_size=population_size, seed=seed, child_generation_strategy=self._children,
-                             elite_population_selection_strategy=EliteSelection(population_size=population_size))
+                             elite_population_selection_strategy=EliteSelection(population_size, generations))
         self._space = {k: v for k, v in search_space.items() if not v.single()}
         self._generation: int | None = None
         self._parents: dict[int, list[FrozenTrial]] = {}
@@ -401,6 +432,13 @@ class BatchNSGAIISampler(NSGAIISampler):
             # a lookup after a resume then give the same children
             self._parents[generation] = sorted(parents, key=lambda t: t.number)
         return self._parents[generation]
+
+    def after_batch(self, study) -> None:
+        """Called once per told batch by :meth:`dse.search.Searcher.tell`, in place of ``after_trial`` per
+        trial: NSGA-II's after-trial strategy only runs a ``constraints_func``, which this sampler never
+        has (the model's constraints are told as system attributes), so only the generation is reset."""
+        self._generation = None
+        self._generations = None
 
     def after_trial(self, study, trial, state, values) -> None:
         """Called by ``study.tell``: the next ask recomputes the generation."""
