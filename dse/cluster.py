@@ -128,7 +128,7 @@ def keep_freed_memory(trim_threshold_bytes: int = 1 << 30, mmap_threshold_bytes:
     The mapping search makes and frees thousands of temporary columns of 10^4-10^5 floats per chunk. By
     default glibc serves each one above 128 KiB with a fresh ``mmap`` and trims the heap whenever 128 KiB
     lie free at its top, so the next temporary page-faults its memory in again, zeroed by the kernel:
-    about 40 faults and a quarter of the model's time in the kernel per design, measured on a 2-core VM
+    about 30-40 faults and a fifth to a quarter of the model's time in the kernel per design, measured on a 2-core VM
     (``sys`` time, ``getrusage``). With the trim threshold at 1 GiB and the mmap threshold at 32 MiB (its
     64-bit maximum) the heap stays at its peak (a few hundred MB for a chunk) and faults drop to zero.
     Called once in each scoring actor, which does nothing else; a no-op returning False where the C
