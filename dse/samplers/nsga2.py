@@ -438,10 +438,9 @@ class BatchNSGAIISampler(NSGAIISampler):
         trial: NSGA-II's after-trial strategy only runs a ``constraints_func``, which this sampler never
         has (the model's constraints are told as system attributes), so only the generation is reset."""
         self._generation = None
-        self._generations = None
+        self._generations = None  # the index is stale now
 
     def after_trial(self, study, trial, state, values) -> None:
         """Called by ``study.tell``: the next ask recomputes the generation."""
-        self._generation = None
-        self._generations = None  # the index is stale now
+        self.after_batch(study)
         super().after_trial(study, trial, state, values)
