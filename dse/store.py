@@ -13,7 +13,7 @@ commit point of its batch: a batch whose part exists is finished; its schema met
 batch's Optuna record, from which :meth:`dse.search.Searcher.restore` rebuilds the study on resume.
 
 When each method is called: :meth:`RunStore.create` / :meth:`RunStore.open` once per run,
-:meth:`RunStore.write_part` once per batch, :meth:`RunStore.write_run` at the start, after every batch
+:meth:`RunStore.write_part` once per batch (through :func:`write_part`, on the pool's writer), :meth:`RunStore.write_run` at the start, after every batch
 and at the end, :meth:`RunStore.write_pareto` at the end.
 """
 
@@ -43,7 +43,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import UserError
 
-__all__ = ["RunStore", "JournalMirror", "atomic_write_bytes", "to_arrow", "read_metadata", "META_PREFIX", "STUDY_NAME"]
+__all__ = ["RunStore", "JournalMirror", "atomic_write_bytes", "to_arrow", "read_metadata", "write_part", "META_PREFIX",
+           "STUDY_NAME"]
 
 META_PREFIX = "dse."
 PART_GLOB = "part-*.parquet"
@@ -112,6 +113,17 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         except ValueError:
             out[key[len(META_PREFIX):]] = text
     return out
+
+
+def write_part(root: str, index: int, packed: tuple, metadata: Mapping[str, Any]) -> float:
+    """Write one batch's part in the run at ``root`` (:meth:`RunStore.write_part`), its columns as
+    :func:`dse.cluster.pack` packed them (one block for the floats, cheap to send to the pool's writer);
+    returns the seconds it took. Called once per batch, on the pool's writer (:meth:`dse.cluster.Pool.background`)."""
+    from dse.cluster import unpack
+
+    t = time.perf_counter()
+    RunStore(root).write_part(index, unpack(packed), metadata)
+    return time.perf_counter() - t
 
 
 class RunStore:

@@ -5,8 +5,10 @@
 scores it in chunks (:mod:`dse.cluster`; by default each design's best feasible mapping from
 ``objectives.search_mapping``), tells every trial its objective values and constraint violations, and
 commits the batch as one Parquet part (:mod:`dse.store`), appends it to the Optuna journal and updates the
-progress line. The commit of a batch runs while the workers score the next one (asking a batch needs
-only the previous one told), so the driver's writing overlaps the model. At the end it writes
+progress line. The part of a told batch goes to the pool's writer (:meth:`dse.cluster.Pool.background`, a
+process beside the driver), which writes it while the driver asks the next batch (asking needs only the
+previous batch told); the driver then appends the journal while the workers score that next batch. So
+the writing overlaps both the sampler and the model, off the driver's GIL. At the end it writes
 ``pareto.parquet`` and returns a :class:`SweepResult`.
 
 The scoring function is injectable (``run(spec, evaluate_fn=...)``): tests drive the engine with toy
@@ -37,21 +39,21 @@ import pandas as pd
 import yaml
 
 from dse import __version__
-from dse.cluster import Pool, ScoreFn, open_pool
+from dse.cluster import Pool, ScoreFn, open_pool, pack
 from dse.errors import UserError
 from dse.pareto import front_table, nondominated_mask, to_minimization
 from dse.progress import Progress
 from dse.search import Searcher, silence_optuna
 from dse.space import Space
 from dse.spec import Spec, Vocabulary, parse_spec
-from dse.store import RunStore, read_metadata
+from dse.store import RunStore, read_metadata, write_part
 
 __all__ = ["run", "SweepResult", "ScoreCache", "preflight", "score_with_mapping_search", "default_scorer",
            "write_front", "MODEL_CONSTRAINT"]
 
 #: the Optuna constraint that carries the model's own feasibility (max of its ``con_*`` columns)
 MODEL_CONSTRAINT = "model"
-_BATCH_TIMERS = ("ask", "table", "score", "tell", "record", "write", "journal", "progress")
+_BATCH_TIMERS = ("ask", "table", "score", "tell", "record", "send", "write", "journal", "progress")
 #: run.json is rewritten at most this often while batches run (and always at the start and the end)
 RUN_JSON_EVERY_S = 2.0
 
@@ -365,6 +367,10 @@ class _Batch:
     constraints: dict[str, np.ndarray] = field(default_factory=dict)
     feasible: np.ndarray | None = None
     meets: np.ndarray | None = None
+    record: dict[str, Any] | None = None
+    #: the arguments of :func:`write_part` for this batch's part, and the wait for the writer (seconds it took)
+    part: tuple | None = None
+    writing: Callable[[], float] | None = None
     #: seconds of each stage (see _BATCH_TIMERS); over a run they add up to the batch loop's wall time
     times: dict[str, float] = field(default_factory=dict)
 
@@ -380,6 +386,9 @@ class _Sweep:
         self.searcher = Searcher(self.space, s, spec.directions, journal_path=store.journal)
         self.cache = ScoreCache(self.space.design_columns if cache_designs else [])
         self.front = _Front(spec.directions)
+        self.units: dict[str, str] | None = None  # of the part's columns (units_of), the same every batch
+        self.units_of: list[str] = []
+        self.writer_s = 0.0  # seconds the writer spent on parts
         #: trials committed / asked (asked runs one batch ahead of committed while a batch is scored)
         self.done = self.asked = self.batch_index = self.batches_asked = self.n_admissible = self.n_scored = 0
         self.meta = {
@@ -390,7 +399,7 @@ class _Sweep:
         }
         self.git_commit = info.get("git_commit") or _git_commit()
         self.created = info.get("created") or time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        kept = _BATCH_TIMERS + ("model", "startup")
+        kept = _BATCH_TIMERS + ("model", "startup", "writer")
         self.timings = {k: float(v) for k, v in (info.get("timings") or {}).items() if k in kept}
         for k in _BATCH_TIMERS:
             self.timings.setdefault(k, 0.0)
@@ -478,27 +487,47 @@ class _Sweep:
         self.searcher.tell(b.trials, b.values, b.constraints)
         b.times["tell"] = time.perf_counter() - t
 
-    def commit(self, b: _Batch) -> None:
-        """Commit a told batch: its Parquet part (the commit point), then the journal and the counters."""
+    def send(self, b: _Batch, pool: Pool | None) -> None:
+        """Record a told batch (before the next ask adds to the study) and hand its Parquet part to the
+        pool's writer (:meth:`Pool.background`), which writes it while the next batch is asked; without a
+        pool, write it now."""
         t = time.perf_counter()
-        record = self.searcher.record(b.trials)
+        b.record = self.searcher.record(b.trials)
         b.times["record"] = time.perf_counter() - t
         t = time.perf_counter()
-        n = b.n
-        admissible = b.feasible & b.meets
         columns: dict[str, Any] = {"trial": np.array([tr.number for tr in b.trials], dtype=np.int64),
-                                   "batch": np.full(n, b.index, dtype=np.int64)}
+                                   "batch": np.full(b.n, b.index, dtype=np.int64)}
         columns.update((k, v) for k, v in b.scored.items() if k not in columns)
         columns["violation"] = np.sum([np.maximum(v, 0) for v in b.constraints.values()], axis=0)
         columns["meets_constraints"] = b.meets
-        columns["admissible"] = admissible
-        self.store.write_part(b.index, columns,
-                              {**self.meta, "batch": b.index, "units": _units(list(columns)), "optuna": record})
+        columns["admissible"] = b.feasible & b.meets
+        if self.units is None or list(self.units_of) != list(columns):  # (the same columns every batch)
+            self.units_of, self.units = list(columns), _units(list(columns))
+        metadata = {**self.meta, "batch": b.index, "units": self.units, "optuna": b.record}
+        b.part = (str(self.store.root), b.index, pack(columns), metadata)
+        if pool is not None:
+            b.writing = pool.background(write_part, *b.part)
+        else:
+            seconds = write_part(*b.part)
+            b.writing = lambda: seconds
+        b.times["send"] = time.perf_counter() - t
+
+    def commit(self, b: _Batch, pool: Pool | None = None) -> None:
+        """Commit a told batch: its Parquet part written (the commit point; sent now unless :meth:`send`
+        sent it), then the journal and the counters. If the writer failed, the part is written here."""
+        if b.writing is None:
+            self.send(b, pool)
+        t = time.perf_counter()
+        try:
+            self.writer_s += b.writing()
+        except Exception:  # the writer is gone (its restarts spent): the driver writes the part itself
+            self.writer_s += write_part(*b.part)
         b.times["write"] = time.perf_counter() - t
         t = time.perf_counter()
-        self.searcher.journal_append(b.trials, record)
+        self.searcher.journal_append(b.trials, b.record)
         b.times["journal"] = time.perf_counter() - t
-        self.done += n
+        admissible = b.feasible & b.meets
+        self.done += b.n
         self.batch_index += 1
         self.n_admissible += int(admissible.sum())
         self.front.add(b.values, admissible)
@@ -599,24 +628,26 @@ def run(
             nonlocal told
             if told is not None:
                 b, told = told, None  # not committed twice if the commit itself is interrupted
-                sweep.commit(b)
+                sweep.commit(b, pool)
                 committed(b)
 
-        # one batch ahead: batch k is asked (which needs batch k-1 told) and submitted, then batch k-1 is
-        # committed while the workers score batch k, then batch k is told
+        # one batch ahead: batch k is told and its part handed to the writer, which writes it while batch
+        # k+1 is asked (which needs batch k told) and submitted; batch k is committed (part written, journal,
+        # counters) while the workers score batch k+1; then batch k+1 is told
         while sweep.asked < sweep.total:
             batch = sweep.start(pool)
             commit_told()
             sweep.tell(batch)
             told = batch
+            sweep.send(batch, pool)
         commit_told()
         status = "complete"
     except KeyboardInterrupt:
         status = "stopped"
     finally:
         if told is not None:  # a told batch holds finished results: commit it, whatever stopped the loop
-            try:
-                sweep.commit(told)
+            try:  # (with the writer if it has the part already, else here)
+                sweep.commit(told, pool if told.writing is not None else None)
             except KeyboardInterrupt:  # a second stop: the batch runs again on resume
                 pass
         try:
@@ -626,6 +657,7 @@ def run(
         gc.unfreeze()
         if pool is not None:
             sweep.timings["model"] = sweep.timings.get("model", 0.0) + pool.actor_seconds
+            sweep.timings["writer"] = sweep.timings.get("writer", 0.0) + sweep.writer_s
             pool.close()
         progress.finish()
         front = sweep.finish(status, time.perf_counter() - t_start)

@@ -106,6 +106,38 @@ def test_a_killed_actor_is_restarted_and_loses_nothing(vocab, tmp_path, ray_sess
                                   parts_frame(result.run_dir)[["trial"] + DESIGN + OBJ])
 
 
+def test_parts_are_written_by_a_writer_beside_the_driver(ray_session):
+    from dse.cluster import open_pool
+
+    pool = open_pool(toy_score, workers=1)
+    try:  # another process, on the driver's node (so the same files)
+        assert pool.background(os.getpid)() != os.getpid()
+    finally:
+        pool.close()
+    assert open_pool(toy_score, use_ray=False).background(os.getpid)() == os.getpid()
+
+
+def test_a_lost_writer_costs_no_part(vocab, tmp_path, monkeypatch):
+    """A writer that fails for good (its restarts spent): the driver writes the part itself."""
+    import dse.sweep
+    from dse.cluster import LocalPool
+
+    class LostWriter(LocalPool):
+        def background(self, fn, *args):
+            def wait():
+                raise RuntimeError("the writer actor died")
+            return wait
+
+    monkeypatch.setattr(dse.sweep, "open_pool", lambda score, **kw: LostWriter(score))
+    spec = toy_spec(vocab, trials=192, batch_size=64)
+    result = run(spec, evaluate_fn=toy_score, run_dir=tmp_path / "r", use_ray=False)
+    monkeypatch.undo()
+    straight = run(spec, evaluate_fn=toy_score, run_dir=tmp_path / "s", use_ray=False)
+    assert result.status == "complete" and len(RunStore(result.run_dir).parts()) == 3
+    pd.testing.assert_frame_equal(parts_frame(straight.run_dir)[["trial"] + DESIGN + OBJ],
+                                  parts_frame(result.run_dir)[["trial"] + DESIGN + OBJ])
+
+
 def brute_front(frame: pd.DataFrame) -> set:
     ok = frame[frame["admissible"]]
     F = ok[OBJ].to_numpy()
