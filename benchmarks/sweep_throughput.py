@@ -147,7 +147,8 @@ def main() -> None:
     configs = [("in-process", None)] if args.no_ray else []
     configs += [(f"{w} actor{'s' if w > 1 else ''}", w) for w in args.workers]
     rates: dict[str, float] = {}
-    costs: dict[str, tuple[dict[str, float], float, float]] = {}  # stage costs of each configuration's best run
+    costs: dict[str, tuple[dict[str, float], float, float]] = {}
+    rounds: dict[str, list[float]] = {}  # every run's rate, in order  # stage costs of each configuration's best run
     for attempt in range(args.repeat):
         for label, workers in configs:
             with tempfile.TemporaryDirectory() as tmp:
@@ -163,6 +164,7 @@ def main() -> None:
             writer = tm.get("writer", 0.0) / result.n_trials * 1e6
             if rate > rates.get(label, 0.0):
                 rates[label], costs[label] = rate, (per, model, writer)
+            rounds.setdefault(label, []).append(rate)
             print(f"{label:>10}: {rate:8.1f} designs/s over the batch loop ({result.n_trials} designs, {loop:.1f} s; "
                   f"pool start {tm.get('startup', 0):.1f} s; run {attempt + 1} of {args.repeat})")
             parts = "  ".join(f"{k} {per[k]:.0f}" for k in STAGES)
@@ -176,6 +178,8 @@ def main() -> None:
     if len(args.workers) >= 2 and "1 actor" in rates:
         w = max(args.workers)
         print(f"speed-up {w} actors / 1 actor: {rates[f'{w} actors'] / rates['1 actor']:.2f}x")
+        each = [b / a for a, b in zip(rounds["1 actor"], rounds[f"{w} actors"])]  # runs minutes apart, not hours
+        print(f"speed-up run by run: {', '.join(f'{r:.2f}' for r in each)}x (median {np.median(each):.2f}x)")
         per, model, writer = costs["1 actor"]
         serial = per["ask"] + per["table"] + per["tell"] + per["record"] + per["send"]
         driver = per["journal"] + per["progress"]
