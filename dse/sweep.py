@@ -368,7 +368,8 @@ class _Batch:
     feasible: np.ndarray | None = None
     meets: np.ndarray | None = None
     record: dict[str, Any] | None = None
-    #: the arguments of :func:`write_part` for this batch's part, and the wait for the writer (seconds it took)
+    #: the arguments of :func:`write_part` for this batch's part; a function that waits for the writer and
+    #: returns the seconds the write took
     part: tuple | None = None
     writing: Callable[[], float] | None = None
     #: seconds of each stage (see _BATCH_TIMERS); over a run they add up to the batch loop's wall time
@@ -501,7 +502,7 @@ class _Sweep:
         columns["violation"] = np.sum([np.maximum(v, 0) for v in b.constraints.values()], axis=0)
         columns["meets_constraints"] = b.meets
         columns["admissible"] = b.feasible & b.meets
-        if self.units is None or list(self.units_of) != list(columns):  # (the same columns every batch)
+        if self.units is None or self.units_of != list(columns):  # (the same columns every batch)
             self.units_of, self.units = list(columns), _units(list(columns))
         metadata = {**self.meta, "batch": b.index, "units": self.units, "optuna": b.record}
         b.part = (str(self.store.root), b.index, pack(columns), metadata)
