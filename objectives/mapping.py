@@ -117,6 +117,8 @@ def _best(work: Columns, owner: np.ndarray) -> np.ndarray:
     key1 = np.where(feasible, work["step_time_s"], np.inf)
     key2 = np.where(feasible, work["hbm_used_gb"],
                     work["con_memory"] + 1e9 * work["con_layout"] + 1e6 * work["con_precision"])
+    # a NaN (a nonsense override: d_head 0, a NaN rate) ranks last and never hides the row's other candidates
+    key1, key2 = np.where(np.isnan(key1), np.inf, key1), np.where(np.isnan(key2), np.inf, key2)
     starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
     segment = np.cumsum(np.r_[True, owner[1:] != owner[:-1]]) - 1
     any_feasible = np.maximum.reduceat(feasible, starts)

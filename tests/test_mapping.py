@@ -66,3 +66,15 @@ def test_staged_enumeration_keeps_only_valid_layouts():
     assert np.all(cand["tp"] <= 8) and np.all(cand["cp"] == 1)  # tp inside the NVLink domain, cp only >= 16K tokens
     assert np.all((cand["vp"] == 1) | (cand["pp"] > 1))
     assert np.all(cand["sequence_parallel"] == (cand["tp"] > 1))
+
+
+def test_a_nonsense_override_makes_an_infeasible_row_not_a_crash():
+    """A design whose every mapping scores NaN (a zero head dimension) is one infeasible row; the other
+    designs of the table keep their best mappings (found by the hostile-input test: the row had no best
+    candidate and the table failed)."""
+    with np.errstate(all="ignore"):
+        out = objectives.search_mapping(dict(model="llama3-8b", gpu="h100-sxm", n_gpus=64, global_batch=512,
+                                             d_head=np.array([128.0, 0.0])), choices=CHOICES)
+    assert len(out["feasible"]) == 2
+    assert out["feasible"][0] and np.isfinite(out["step_time_s"][0])
+    assert not out["feasible"][1]
