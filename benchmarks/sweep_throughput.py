@@ -2,11 +2,11 @@
 
 Runs the same NSGA-II sweep with 1 and with 2 Ray actors on one embedded Ray (started once, outside the
 timing) and prints designs per second over the batch loop -- sampler (ask, tell), the design table, Ray
-transfer and the model's mapping search on the actors, the Parquet part, the Optuna journal, run.json and
-the progress line -- and a breakdown per design. The stages add up to the loop's wall time. A told batch is
-recorded and its Parquet part sent to the writer actor (record, send), which writes it while the driver
-asks the next batch; the driver then waits for the part (write), appends the journal and updates the
-progress line (journal, progress) while the actors score that next batch. The space is ``spaces/default.yaml`` with its HBM
+transfer and the model's mapping search on the actors, the Parquet part and the Optuna journal, run.json
+and the progress line -- and a breakdown per design. The stages add up to the loop's wall time. A told
+batch is recorded and sent to the writer actor (record, send), which writes its Parquet part and appends
+its journal records while the driver asks the next batch; the driver then waits for them (write) and
+updates the progress line (progress) while the actors score that next batch. The space is ``spaces/default.yaml`` with its HBM
 bandwidth made continuous and the NIC bandwidth added as a continuous what-if, so proposals do not repeat,
 and the design cache is off: every trial is scored by the model. Not a test; prints figures.
 
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from dse.spec import parse_spec  # noqa: E402
 from dse.sweep import run  # noqa: E402
 
-STAGES = ["ask", "table", "score", "tell", "record", "send", "write", "journal", "progress"]
+STAGES = ["ask", "table", "score", "tell", "record", "send", "write", "progress"]
 
 
 def toy_model(table):
@@ -172,8 +172,8 @@ def main() -> None:
             serial = per["ask"] + per["table"] + per["tell"] + per["record"] + per["send"]
             print(f"{'':>12}model on the actors: {model:.0f} us of actor time per design (/{workers or 1} = "
                   f"{model / (workers or 1):.0f} us wall); driver: {serial:.0f} us between batches (ask, table, "
-                  f"tell, record, send), then {per['journal'] + per['progress']:.0f} us (journal, progress) while the "
-                  f"actors score; writer: {writer:.0f} us per part row, from the send on\n")
+                  f"tell, record, send), then {per['progress']:.0f} us (progress) while the "
+                  f"actors score; writer: {writer:.0f} us per design (part, journal), from the send on\n")
     print("best of each: " + ", ".join(f"{k} {v:,.0f} designs/s" for k, v in rates.items()))
     if len(args.workers) >= 2 and "1 actor" in rates:
         w = max(args.workers)
@@ -182,11 +182,11 @@ def main() -> None:
         print(f"speed-up run by run: {', '.join(f'{r:.2f}' for r in each)}x (median {np.median(each):.2f}x)")
         per, model, writer = costs["1 actor"]
         serial = per["ask"] + per["table"] + per["tell"] + per["record"] + per["send"]
-        driver = per["journal"] + per["progress"]
+        driver = per["progress"]
         cores = os.cpu_count() or 1
-        # per design, 1 actor: the driver's serial part, then the model (the driver's journal and the writer
-        # run beside it). w actors: the serial part (the writer works on an idle core meanwhile), then the
-        # model split w ways, shared with the driver's journal and what is left of the writer's part
+        # per design, 1 actor: the driver's serial part, then the model (the driver's progress line and the
+        # writer run beside it). w actors: the serial part (the writer works on an idle core meanwhile), then
+        # the model split w ways, shared with the driver's progress line and what is left of the writer's part
         rest = driver + max(writer - serial, 0.0)
         bound = (serial + max(model, rest)) / (serial + max(model / w, (model + rest) / cores, rest))
         print(f"what the engine's own costs allow (1-actor run, per design: model {model:.0f} us, driver {serial:.0f} "

@@ -10,16 +10,17 @@
    ``trial.set_constraint`` stores them, <= 0 feasible; an infeasible design is told, never failed) and
    its objective values, as ``study.tell`` does (the sampler's ``after_trial``, then the trial finished;
    a batch sampler's ``after_batch`` once instead).
-3. :meth:`Searcher.record` -- the batch's finished trials as plain JSON (stored with the batch's Parquet
-   part, which is the commit point), then :meth:`Searcher.journal_append` appends them to the run's
-   Optuna journal (``optuna.storages.JournalStorage`` file) with one write and fsync.
+3. :meth:`Searcher.record` -- the batch's finished trials as plain JSON, by column (stored with the
+   batch's Parquet part, which is the commit point); the run's Optuna journal
+   (``optuna.storages.JournalStorage`` file) is appended from it, with one write and fsync, where
+   :meth:`Searcher.journal_target` says (the engine does it on the pool's writer, after the part).
 
 On ``--resume``, :meth:`Searcher.restore` rebuilds the study from the records of the committed parts.
 
 Optuna's samplers do per-trial work that grows with the study; :mod:`dse.samplers` keeps their
 algorithms and makes a batch cheap. The live study runs on in-memory storage
 (:class:`dse.study_storage.BatchInMemoryStorage`); the journal (:class:`dse.store.JournalMirror`) is
-written from it once per batch.
+written from the batches' records.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from optuna.trial import FrozenTrial, TrialState
 from dse.samplers import GenerationIndex, make_sampler
 from dse.space import Space
 from dse.spec import SearchSettings
-from dse.store import STUDY_NAME, JournalMirror
+from dse.store import STUDY_NAME, JournalMirror, JournalTarget, internal_column
 from dse.study_storage import BatchInMemoryStorage, copy_trial
 
 __all__ = ["Searcher", "silence_optuna"]
@@ -61,7 +62,7 @@ class Searcher:
         self.directions = [StudyDirection.MINIMIZE if d == "min" else StudyDirection.MAXIMIZE for d in directions]
         self.study = optuna.create_study(storage=BatchInMemoryStorage(), directions=self.directions,
                                          study_name=STUDY_NAME, sampler=RandomSampler(seed=settings.seed))
-        self.journal = JournalMirror(journal_path, self.directions) if journal_path is not None else None
+        self.journal = JournalMirror(journal_path, self.directions, space.distributions) if journal_path is not None else None
         self._grid_sampler: BaseSampler | None = None
         self._study_attrs_seen: dict[str, Any] = {}
         self._generations = GenerationIndex()
@@ -177,33 +178,50 @@ class Searcher:
     def record(self, trials: Sequence[FrozenTrial]) -> dict[str, Any]:
         """JSON-able record of a told batch, by column: each trial's number, parameters (Optuna's internal
         representation), values and system attributes, plus the study system attributes new since the
-        last record (NSGA-II parents). Stored with the batch's Parquet part, so that the part alone
-        rebuilds its trials (:meth:`restore`)."""
+        last record (NSGA-II parents) and the batch's start and end (each trial's start too, where they
+        differ: trials asked one by one). Stored with the batch's Parquet part, so that the part alone
+        rebuilds its trials (:meth:`restore`); the journal is appended from it (:meth:`journal_target`)."""
         storage = self.study._storage
         frozen = [storage.get_trial(t._trial_id) for t in trials]
         attrs = storage.get_study_system_attrs(self.study._study_id)
         new_attrs = {k: v for k, v in attrs.items() if self._study_attrs_seen.get(k, _MISSING) != v}
         self._study_attrs_seen.update(new_attrs)
         dists = self.space.distributions
-        keys = sorted({k for t in frozen for k in t.system_attrs})
+        first = frozen[0].system_attrs if frozen else {}
+        if all(t.system_attrs.keys() == first.keys() for t in frozen):  # a batch's trials share their keys
+            keys = list(first)
+        else:
+            keys = sorted({k for t in frozen for k in t.system_attrs})
         starts = [t.datetime_start for t in frozen if t.datetime_start]
         ends = [t.datetime_complete for t in frozen if t.datetime_complete]
-        return {
+        out = {
             "number": [t.number for t in frozen],
-            "params": {k: [dists[k].to_internal_repr(t.params[k]) for t in frozen] for k in dists},
+            "params": {k: internal_column(d, [t.params[k] for t in frozen]) for k, d in dists.items()},
             "values": [t.values for t in frozen],
             "system_attrs": {k: [t.system_attrs.get(k) for t in frozen] for k in keys},
             "study_system_attrs": new_attrs,
             "datetime_start": min(starts).isoformat() if starts else None,
             "datetime_complete": max(ends).isoformat() if ends else None,
         }
+        if len(starts) == len(frozen) and len(set(starts)) > 1:
+            out["datetime_starts"] = [s.isoformat() for s in starts]
+        return out
 
-    def journal_append(self, trials: Sequence[FrozenTrial], record: Mapping[str, Any]) -> None:
-        """Append a committed batch to the Optuna journal (after its Parquet part is written)."""
-        if self.journal is None:
-            return
-        storage = self.study._storage
-        self.journal.append([storage.get_trial(t._trial_id) for t in trials], record.get("study_system_attrs"))
+    def journal_target(self) -> JournalTarget | None:
+        """Where the next committed batch goes in the run's journal (None: no journal); the batch's record
+        is appended there after its Parquet part (:func:`dse.store.write_batch`), then
+        :meth:`journal_appended` is called with the journal's new size."""
+        return self.journal.target() if self.journal is not None else None
+
+    def journal_appended(self, offset: int | None) -> None:
+        """Called once per committed batch with the journal's size after it."""
+        if self.journal is not None and offset is not None:
+            self.journal.offset = offset
+
+    def journal_append(self, record: Mapping[str, Any]) -> None:
+        """Append a committed batch to the Optuna journal in this process (after its Parquet part is written)."""
+        if self.journal is not None:
+            self.journal.append(record)
 
     def restore(self, records: Sequence[Mapping[str, Any]]) -> int:
         """Rebuild the study from the records of committed parts, in order (called once, on resume).
@@ -219,12 +237,13 @@ class Searcher:
             start = _dt(rec.get("datetime_start")) or datetime.now()
             end = _dt(rec.get("datetime_complete")) or start
             sys_cols = rec["system_attrs"]
+            each_start = [_dt(x) for x in rec["datetime_starts"]] if rec.get("datetime_starts") else None
             for i, number in enumerate(rec["number"]):
                 params = {k: dists[k].to_external_repr(v[i]) for k, v in rec["params"].items()}
                 system = {k: v[i] for k, v in sys_cols.items() if v[i] is not None}
                 trials.append(FrozenTrial(
                     number=number, state=TrialState.COMPLETE, value=None, values=rec["values"][i],
-                    datetime_start=start, datetime_complete=end, params=params,
+                    datetime_start=each_start[i] if each_start else start, datetime_complete=end, params=params,
                     distributions={k: dists[k] for k in params}, user_attrs={}, system_attrs=system,
                     intermediate_values={}, trial_id=number,
                 ))
@@ -243,7 +262,7 @@ class Searcher:
             same = len(stored) == len(trials) and all(
                 a.number == b.number and a.params == b.params and a.values == b.values for a, b in zip(stored, trials))
             if not same or stored_attrs != attrs:
-                self.journal.rewrite(trials, attrs)
+                self.journal.rewrite(records)
         return len(trials)
 
 

@@ -13,7 +13,7 @@ commit point of its batch: a batch whose part exists is finished; its schema met
 batch's Optuna record, from which :meth:`dse.search.Searcher.restore` rebuilds the study on resume.
 
 When each method is called: :meth:`RunStore.create` / :meth:`RunStore.open` once per run,
-:meth:`RunStore.write_part` once per batch (through :func:`write_part`, on the pool's writer), :meth:`RunStore.write_run` at the start, after every batch
+:meth:`RunStore.write_part` once per batch (through :func:`write_batch`, on the pool's writer), :meth:`RunStore.write_run` at the start, after every batch
 and at the end, :meth:`RunStore.write_pareto` at the end.
 """
 
@@ -24,7 +24,8 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from optuna.distributions import BaseDistribution, CategoricalDistribution, distribution_to_json
 from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.storages.journal._file import get_lock_file
 from optuna.storages.journal._storage import JournalOperation
 from optuna.study import StudyDirection
@@ -43,8 +44,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import UserError
 
-__all__ = ["RunStore", "JournalMirror", "atomic_write_bytes", "to_arrow", "read_metadata", "write_part", "META_PREFIX",
-           "STUDY_NAME"]
+__all__ = ["RunStore", "JournalMirror", "JournalTarget", "journal_lines", "append_journal", "atomic_write_bytes", "to_arrow",
+           "read_metadata", "write_batch", "EncodedRecord", "RawJSON", "internal_column", "META_PREFIX", "STUDY_NAME"]
 
 META_PREFIX = "dse."
 PART_GLOB = "part-*.parquet"
@@ -84,15 +85,20 @@ def _column(values: Any) -> pa.Array:
     return pa.array(np.ascontiguousarray(arr))
 
 
+class RawJSON(str):
+    """A metadata value already encoded as JSON (:func:`to_arrow` stores it as it is)."""
+
+
 def to_arrow(columns: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> pa.Table:
     """A design table (column -> 1-D array; scalars broadcast) as an Arrow table with ``dse.*`` schema
-    metadata, every value stored as JSON (text too: ``"nsga2"``), so a reader decodes them one way.
+    metadata, every value stored as JSON (text too: ``"nsga2"``; a :class:`RawJSON` value as given), so a
+    reader decodes them one way.
     """
     n = max((len(v) for v in columns.values() if np.ndim(v) > 0), default=1)
     table = pa.table({k: _column(v if np.ndim(v) > 0 else np.broadcast_to(np.asarray(v), (n,))) for k, v in columns.items()})
     if metadata:
         meta = {
-            f"{META_PREFIX}{k}".encode(): json.dumps(v, default=str).encode()
+            f"{META_PREFIX}{k}".encode(): (v if isinstance(v, RawJSON) else json.dumps(v, default=str)).encode()
             for k, v in metadata.items()
         }
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
@@ -115,15 +121,21 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return out
 
 
-def write_part(root: str, index: int, packed: tuple, metadata: Mapping[str, Any]) -> float:
-    """Write one batch's part in the run at ``root`` (:meth:`RunStore.write_part`), its columns as
-    :func:`dse.cluster.pack` packed them (one block for the floats, cheap to send to the pool's writer);
-    returns the seconds it took. Called once per batch, on the pool's writer (:meth:`dse.cluster.Pool.background`)."""
+def write_batch(root: str, index: int, packed: tuple, metadata: Mapping[str, Any],
+                journal: JournalTarget | None = None) -> tuple[float, int | None]:
+    """Commit one batch in the run at ``root``: its part (:meth:`RunStore.write_part`, the commit point),
+    its columns as :func:`dse.cluster.pack` packed them (one block for the floats, cheap to send to the
+    pool's writer), then its journal records (:meth:`JournalTarget.append`, from the Optuna record in
+    ``metadata``). Returns the seconds it took and the journal's new size (None without a journal).
+    Called once per batch, on the pool's writer (:meth:`dse.cluster.Pool.background`); running it again
+    for the same batch gives the same files."""
     from dse.cluster import unpack
 
     t = time.perf_counter()
-    RunStore(root).write_part(index, unpack(packed), metadata)
-    return time.perf_counter() - t
+    record = EncodedRecord(metadata["optuna"])
+    RunStore(root).write_part(index, unpack(packed), {**metadata, "optuna": RawJSON(record.text)})
+    offset = journal.append(record) if journal is not None else None
+    return time.perf_counter() - t, offset
 
 
 class RunStore:
@@ -267,167 +279,169 @@ class RunStore:
 # the Optuna journal
 
 
-class _AppendOnlyBackend(JournalFileBackend):
-    """A journal file that, once :meth:`seal` ed, buffers appends (records, or lines already encoded)
-    and writes them with one write and one fsync per :meth:`flush` under the file's lock, as
-    ``JournalFileBackend.append_logs`` does; it then reads nothing new, so the writing ``JournalStorage``
-    does not replay its own records (the engine never reads through it; :meth:`JournalMirror.load` opens
-    the file afresh). Before sealing it is a plain ``JournalFileBackend`` (opening, creating the study).
+@dataclass(frozen=True)
+class JournalTarget:
+    """Where and how the next committed batch is appended to the run's journal: picklable, so that the
+    pool's writer appends it right after the batch's part (:func:`write_batch`).
+
+    ``offset`` is the journal's size once the batches before this one were appended. Appending truncates
+    the file back to it first, so an append that runs again (a writer restarted by Ray, or the driver
+    writing the batch itself after losing the writer) leaves the batch in the journal once.
     """
 
-    def __init__(self, path: str):
-        super().__init__(path)
-        self._pending: list[str] = []
-        self._sealed = False
+    path: str
+    offset: int
+    worker_id: str
+    study_id: int
+    #: JSON of the run's distributions, the same for every trial (encoded once per run)
+    distributions_json: str
 
-    def read_logs(self, log_number_from: int):
-        return [] if self._sealed else super().read_logs(log_number_from)
+    def append(self, record: Mapping[str, Any] | EncodedRecord) -> int:
+        """Append one batch from its record (:meth:`dse.search.Searcher.record`); returns the new size."""
+        lines = journal_lines(record, self.worker_id, self.study_id, self.distributions_json)
+        return append_journal(self.path, self.offset, lines)
 
-    def append_logs(self, logs):
-        if self._sealed:
-            self._pending.extend(json.dumps(log, separators=(",", ":")) for log in logs)
-        else:
-            super().append_logs(logs)
 
-    def append_lines(self, lines: list[str]) -> None:
-        """Records already encoded as JSON, one per line (called once per batch)."""
-        self._pending.extend(lines)
+class EncodedRecord:
+    """A batch's Optuna record (:meth:`dse.search.Searcher.record`) with each of its columns encoded to JSON
+    once, by one encoder call: the batch's part stores the whole record's JSON (:attr:`text`) in its
+    metadata, and the journal's lines (:func:`journal_lines`) cut the same column texts into one token
+    per trial. Encoding the numbers is most of the cost of both."""
 
-    def seal(self) -> None:
-        self._sealed = True
+    def __init__(self, record: Mapping[str, Any]):
+        self.record = record
+        enc = _RECORD_ENCODER.encode
+        self.values = enc(record["values"])
+        self.params = {k: enc(col) for k, col in record["params"].items()}
+        self.system_attrs = {k: enc(col) for k, col in (record.get("system_attrs") or {}).items()}
+        rest = {k: v for k, v in record.items() if k not in ("number", "params", "values", "system_attrs")}
+        self.text = ("{" + f'"number":{enc(record["number"])},"params":{_object(self.params)},"values":{self.values},'
+                     f'"system_attrs":{_object(self.system_attrs)}' + "".join(f",{enc(k)}:{enc(v)}" for k, v in rest.items())
+                     + "}")
 
-    def flush(self) -> None:
-        if not self._pending:
-            return
-        data = ("\n".join(self._pending) + "\n").encode("utf-8")
-        self._pending = []
-        with get_lock_file(self._lock):
-            with open(self._file_path, "ab") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+
+def _object(texts: Mapping[str, str]) -> str:
+    """A JSON object from its keys and its values' JSON texts."""
+    return "{" + ",".join(f"{_ENCODER.encode(k)}:{v}" for k, v in texts.items()) + "}"
+
+
+def journal_lines(record: Mapping[str, Any] | EncodedRecord, worker_id: str, study_id: int,
+                  distributions_json: str) -> list[str]:
+    """The journal records of one committed batch, built from its record's columns: a
+    SET_STUDY_SYSTEM_ATTR line per study attribute new in the batch (NSGA-II's parents), then one
+    CREATE_TRIAL line per finished trial, as ``JournalStorage.set_study_system_attr`` and
+    ``JournalStorage.create_new_trial(template_trial=trial)`` write them (compact JSON, same keys).
+
+    The numbers come from the record's column texts (:class:`EncodedRecord`), cut into one token per
+    trial; only a system attribute that is not a number (or is missing for some trials) is encoded trial
+    by trial.
+    """
+    encoded = record if isinstance(record, EncodedRecord) else EncodedRecord(record)
+    record = encoded.record
+    head = f'"worker_id":{_ENCODER.encode(worker_id)},"study_id":{int(study_id)}'
+    lines = [f'{{"op_code":{int(JournalOperation.SET_STUDY_SYSTEM_ATTR)},{head},"system_attr":{_RECORD_ENCODER.encode({k: v})}}}'
+             for k, v in (record.get("study_system_attrs") or {}).items()]
+    n = len(record["number"])
+    if n == 0:
+        return lines
+    multi = len(record["values"][0]) > 1
+    value_rows = encoded.values[2:-2].split("],[")  # numbers only (Infinity included)
+    if len(value_rows) != n:
+        raise ValueError("every told trial of a batch has the same number of objective values")
+    params = {k: _tokens(record["params"][k], text) for k, text in encoded.params.items()}
+    attrs = record.get("system_attrs") or {}
+    numbers = all(len(col) == n and set(map(type, col)) <= _NUMBERS for col in attrs.values())
+    columns = [value_rows, [], *params.values()]
+    if numbers:  # each attribute's tokens fill the line's placeholders, as the parameters' do
+        columns += [_tokens(attrs[k], text) for k, text in encoded.system_attrs.items()]
+        attrs_fmt = "{" + ",".join(_literal(_ENCODER.encode(k)) + ":%s" for k in attrs) + "}"
+    else:  # text, lists or missing values: each trial's attributes on their own (None: not set)
+        columns.append([_RECORD_ENCODER.encode({k: col[i] for k, col in attrs.items() if col[i] is not None})
+                        for i in range(n)])
+        attrs_fmt = "%s"
+    iso = functools.lru_cache(maxsize=16)(lambda text: _ENCODER.encode(_iso(datetime.fromisoformat(text)) if text else None))
+    starts = record.get("datetime_starts") or [record.get("datetime_start")] * n
+    columns[1] = [iso(s) for s in starts]
+    complete = record.get("datetime_complete")
+    fmt = (_literal(f'{{"op_code":{int(JournalOperation.CREATE_TRIAL)},{head},"state":{int(TrialState.COMPLETE)},')
+           + ('"value":null,"values":[%s]' if multi else '"value":%s,"values":null')
+           + ',"datetime_start":%s,"params":{' + ",".join(_literal(_ENCODER.encode(k)) + ":%s" for k in params)
+           + '},"user_attrs":{},"system_attrs":' + attrs_fmt + ',"intermediate_values":{}'
+           + (_literal(f',"datetime_complete":{iso(complete)}') if complete else "")
+           + _literal(f',"distributions":{distributions_json}}}'))
+    lines += [fmt % row for row in zip(*columns)]
+    return lines
+
+
+def _tokens(column: Sequence[Any], text: str) -> list[str]:
+    """The JSON text of each number of a column, cut from the column's JSON ``text``."""
+    if not set(map(type, column)) <= _NUMBERS:
+        raise ValueError(f"journal columns hold numbers only, not {sorted({type(v).__name__ for v in column})}")
+    return text[1:-1].split(",") if len(column) else []
+
+
+def _literal(text: str) -> str:
+    """``text`` inside a %-format, as itself."""
+    return text.replace("%", "%%")
+
+
+def append_journal(path: str | Path, offset: int, lines: Sequence[str]) -> int:
+    """Append ``lines`` to the journal at ``path`` after its first ``offset`` bytes (dropping what lies
+    beyond them: a batch appended again replaces its first append), with one write and one fsync under
+    the file's lock, as ``JournalFileBackend.append_logs`` writes; returns the journal's new size.
+    A journal shorter than ``offset`` (changed behind the run's back) is appended to at its end."""
+    data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
+    with get_lock_file(JournalFileSymlinkLock(str(path))):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size > offset:
+                os.ftruncate(fd, offset)
+                size = offset
+            os.lseek(fd, size, os.SEEK_SET)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return size + len(data)
 
 
 class JournalMirror:
     """The run's Optuna journal (``study.journal``): a ``JournalStorage`` file, one append per batch.
 
     The file opens with ``optuna.load_study(study_name="dse", storage=JournalStorage(JournalFileBackend(
-    path)))`` for any Optuna tool (dashboard, plots). It is written from the engine's live study after each
-    committed batch and rewritten from the Parquet parts if a crash left it behind them.
+    path)))`` for any Optuna tool (dashboard, plots). Its study is created at the start of a run
+    (:meth:`target`); each committed batch is appended from its record (:meth:`JournalTarget.append`, on
+    the pool's writer, after the batch's part) and the file is rewritten from the parts' records on resume
+    if a crash left it behind them (:meth:`rewrite`).
     """
 
-    def __init__(self, path: str | Path, directions: Sequence[StudyDirection]):
+    def __init__(self, path: str | Path, directions: Sequence[StudyDirection],
+                 distributions: Mapping[str, BaseDistribution]):
         self.path = Path(path)
         self._directions = list(directions)
-        self._backend: _AppendOnlyBackend | None = None
-        self._storage: JournalStorage | None = None
-        self._study_id: int | None = None
         self._worker_id = f"dse-{uuid.uuid4()}-0"
-        self._dists: dict[str, BaseDistribution] | None = None
-        self._dists_json = ""
+        self._dists_json = json.dumps({k: distribution_to_json(d) for k, d in distributions.items()},
+                                      separators=(",", ":"))
+        self._study_id: int | None = None
+        self.offset = 0  # the file's size after the last batch appended
 
-    def _open(self) -> None:
-        if self._storage is not None:
-            return
-        self._backend = _AppendOnlyBackend(str(self.path))
-        self._storage = JournalStorage(self._backend)
-        try:
-            self._study_id = self._storage.get_study_id_from_name(STUDY_NAME)
-        except KeyError:
-            self._study_id = self._storage.create_new_study(self._directions, STUDY_NAME)
-        self._backend.seal()
+    def target(self) -> JournalTarget:
+        """Where the next batch goes; creates the file and its study on the first call."""
+        if self._study_id is None:
+            storage = JournalStorage(JournalFileBackend(str(self.path)))
+            try:
+                self._study_id = storage.get_study_id_from_name(STUDY_NAME)
+            except KeyError:
+                self._study_id = storage.create_new_study(self._directions, STUDY_NAME)
+            self.offset = self.path.stat().st_size
+        return JournalTarget(str(self.path), self.offset, self._worker_id, self._study_id, self._dists_json)
 
-    def append(self, trials: Sequence[FrozenTrial], study_attrs: Mapping[str, Any] | None = None) -> None:
-        """Append finished trials and study system attributes; called once per committed batch."""
-        self._open()
-        for key, value in (study_attrs or {}).items():
-            self._storage.set_study_system_attr(self._study_id, key, value)
-        iso = functools.lru_cache(maxsize=4)(_iso)  # a batch's trials share their start and end times
-        lines = self._batch_lines(trials, iso) if trials else []
-        if lines is None:
-            lines = [self._trial_line(t, iso) for t in trials]
-        self._backend.append_lines(lines)
-        self._backend.flush()
-
-    def _batch_lines(self, trials: Sequence[FrozenTrial], iso: Callable[[datetime | None], str | None]) -> list[str] | None:
-        """The CREATE_TRIAL lines of a batch as :meth:`_trial_line` writes them, with one call of the JSON
-        encoder for the whole batch: for a batch of finished multi-objective trials that share their
-        distributions, times and attribute names, and whose parameters (internal representation) and
-        system attributes are plain numbers -- what NSGA-II batches are. None otherwise (then each trial
-        is encoded on its own). The batch is read column by column, never a Python loop per cell."""
-        first = trials[0]
-        names, keys = list(first.params), list(first.system_attrs)
-        dists = first.distributions
-        if first.values is None or len(first.values) < 2 or len(names) != len(dists):
-            return None
-        n_values = len(first.values)
-        same = (all(t.distributions is dists for t in trials) and all(t.state == first.state for t in trials)
-                and all(t.datetime_start == first.datetime_start for t in trials)
-                and all(t.datetime_complete == first.datetime_complete for t in trials)
-                and not any(t.user_attrs or t.intermediate_values for t in trials)
-                and all(list(t.params) == names and list(t.system_attrs) == keys for t in trials))
-        if not same:
-            return None
-        values = [t.values for t in trials]
-        if not all(v is not None and len(v) == n_values for v in values):
-            return None
-        columns = [*zip(*values)]
-        columns += [_internal_column(dists[k], [t.params[k] for t in trials]) for k in names]
-        columns += [[t.system_attrs[k] for t in trials] for k in keys]
-        if not all(set(map(type, col)) <= _NUMBERS for col in columns):
-            return None
-        rows = list(zip(*columns))
-        self._encode_distributions(first)
-        text = _ENCODER.encode(rows)  # "[[v,..,p,..,a,..],[...]]": numbers only, so "],[" separates rows
-        body = text[2:-2].split("],[")
-
-        def literal(x: str) -> str:
-            return x.replace("%", "%%")
-
-        start, complete = iso(first.datetime_start), iso(first.datetime_complete)
-        fmt = literal(
-            f'{{"op_code":{int(JournalOperation.CREATE_TRIAL)},"worker_id":{_ENCODER.encode(self._worker_id)},'
-            f'"study_id":{self._study_id},"state":{int(first.state)},"value":null,"values":[') \
-            + ",".join(["%s"] * n_values) + literal(f'],"datetime_start":{_ENCODER.encode(start)},"params":{{') \
-            + ",".join(literal(_ENCODER.encode(k)) + ":%s" for k in names) + '},"user_attrs":{},"system_attrs":{' \
-            + ",".join(literal(_ENCODER.encode(k)) + ":%s" for k in keys) + '},"intermediate_values":{}' \
-            + (literal(f',"datetime_complete":{_ENCODER.encode(complete)}') if complete else "") \
-            + literal(f',"distributions":{self._dists_json}}}')
-        return [fmt % tuple(row.split(",")) for row in body]
-
-    def _encode_distributions(self, t: FrozenTrial) -> None:
-        """Keep ``_dists_json`` the JSON of ``t``'s distributions: encoded once per run, not per trial (a
-        batch's trials share one dict, so the check is one identity test)."""
-        if t.distributions is not self._dists and (
-                self._dists is None or len(self._dists) != len(t.distributions)
-                or any(self._dists.get(k) is not d for k, d in t.distributions.items())):
-            self._dists = t.distributions
-            self._dists_json = json.dumps({k: distribution_to_json(d) for k, d in t.distributions.items()},
-                                          separators=(",", ":"))
-
-    def _trial_line(self, t: FrozenTrial, iso: Callable[[datetime | None], str | None]) -> str:
-        """The CREATE_TRIAL record ``JournalStorage.create_new_trial(template_trial=t)`` writes, encoded
-        directly: the distributions (the same for every trial of a run) are encoded once, not per trial.
-        Tests load the file back with Optuna and compare."""
-        self._encode_distributions(t)
-        multi = t.values is not None and len(t.values) > 1
-        log: dict[str, Any] = {
-            "op_code": JournalOperation.CREATE_TRIAL,
-            "worker_id": self._worker_id,
-            "study_id": self._study_id,
-            "state": t.state,
-            "value": None if multi else t.value,
-            "values": t.values if multi else None,
-            "datetime_start": iso(t.datetime_start),
-            "params": {k: t.distributions[k].to_internal_repr(v) for k, v in t.params.items()},
-            "user_attrs": t.user_attrs,
-            "system_attrs": t.system_attrs,
-            "intermediate_values": t.intermediate_values,
-        }
-        if t.datetime_complete:
-            log["datetime_complete"] = iso(t.datetime_complete)
-        body = _ENCODER.encode(log)
-        return f'{body[:-1]},"distributions":{self._dists_json}}}'
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Append one committed batch here and now (the writer's work, done in this process)."""
+        self.offset = self.target().append(record)
 
     def load(self) -> tuple[list[FrozenTrial], dict[str, Any]]:
         """Finished trials and study system attributes as stored (called on resume)."""
@@ -441,22 +455,28 @@ class JournalMirror:
         trials = storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
         return list(trials), dict(storage.get_study_system_attrs(study_id))
 
-    def rewrite(self, trials: Sequence[FrozenTrial], study_attrs: Mapping[str, Any]) -> None:
-        """Replace the file with exactly these trials (resume, when the journal and the parts disagree)."""
+    def rewrite(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the file with exactly the batches of these records (resume, when the journal and the
+        parts disagree)."""
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         tmp.unlink(missing_ok=True)
-        other = JournalMirror(tmp, self._directions)
-        other.append(trials, study_attrs)
+        other = JournalMirror(tmp, self._directions, {})
+        other._dists_json, other._worker_id = self._dists_json, self._worker_id
+        for record in records:
+            other.append(record)
+        other.target()  # the study, even without batches
         tmp.replace(self.path)
-        self._storage = self._backend = self._study_id = None
+        self._study_id = None
 
 
 #: one encoder for every line (json.dumps with separators builds a new one per call)
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
+#: for records: what json.dumps(default=str) stores for a value JSON has no type for
+_RECORD_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 _NUMBERS = {int, float}
 
 
-def _internal_column(dist: BaseDistribution, values: list) -> list:
+def internal_column(dist: BaseDistribution, values: list) -> list:
     """``dist.to_internal_repr`` of each value of one parameter: the choice's index for a categorical
     parameter, the float for a number (Optuna rejects NaN there), one column at a time."""
     if isinstance(dist, CategoricalDistribution):

@@ -4,12 +4,12 @@
 (:mod:`dse.search`), builds one columnar design table (:mod:`dse.space`), submits it to the pool, which
 scores it in chunks (:mod:`dse.cluster`; by default each design's best feasible mapping from
 ``objectives.search_mapping``), tells every trial its objective values and constraint violations, and
-commits the batch as one Parquet part (:mod:`dse.store`), appends it to the Optuna journal and updates the
-progress line. The part of a told batch goes to the pool's writer (:meth:`dse.cluster.Pool.background`, a
-process beside the driver), which writes it while the driver asks the next batch (asking needs only the
-previous batch told); the driver then appends the journal while the workers score that next batch. So
-the writing overlaps both the sampler and the model, off the driver's GIL. At the end it writes
-``pareto.parquet`` and returns a :class:`SweepResult`.
+commits the batch: one Parquet part (:mod:`dse.store`), then its records appended to the Optuna journal;
+then it updates the progress line. A told batch goes to the pool's writer (:meth:`dse.cluster.Pool.background`,
+a process beside the driver), which writes its part and journal records while the driver asks the next
+batch (asking needs only the previous batch told); the driver waits for them while the workers score that
+next batch. So the writing overlaps both the sampler and the model, off the driver's GIL. At the end it
+writes ``pareto.parquet`` and returns a :class:`SweepResult`.
 
 The scoring function is injectable (``run(spec, evaluate_fn=...)``): tests drive the engine with toy
 functions; any function from a design table to a result table with the objective and constraint columns
@@ -46,14 +46,14 @@ from dse.progress import Progress
 from dse.search import Searcher, silence_optuna
 from dse.space import Space
 from dse.spec import Spec, Vocabulary, parse_spec
-from dse.store import RunStore, read_metadata, write_part
+from dse.store import RunStore, read_metadata, write_batch
 
 __all__ = ["run", "SweepResult", "ScoreCache", "preflight", "score_with_mapping_search", "default_scorer",
            "write_front", "MODEL_CONSTRAINT"]
 
 #: the Optuna constraint that carries the model's own feasibility (max of its ``con_*`` columns)
 MODEL_CONSTRAINT = "model"
-_BATCH_TIMERS = ("ask", "table", "score", "tell", "record", "send", "write", "journal", "progress")
+_BATCH_TIMERS = ("ask", "table", "score", "tell", "record", "send", "write", "progress")
 #: run.json is rewritten at most this often while batches run (and always at the start and the end)
 RUN_JSON_EVERY_S = 2.0
 
@@ -368,8 +368,8 @@ class _Batch:
     feasible: np.ndarray | None = None
     meets: np.ndarray | None = None
     record: dict[str, Any] | None = None
-    #: the arguments of :func:`write_part` for this batch's part; a function that waits for the writer and
-    #: returns the seconds the write took
+    #: the arguments of :func:`write_batch` for this batch (its part and journal records); a function that
+    #: waits for the writer and returns what write_batch returns
     part: tuple | None = None
     writing: Callable[[], float] | None = None
     #: seconds of each stage (see _BATCH_TIMERS); over a run they add up to the batch loop's wall time
@@ -489,9 +489,9 @@ class _Sweep:
         b.times["tell"] = time.perf_counter() - t
 
     def send(self, b: _Batch, pool: Pool | None) -> None:
-        """Record a told batch (before the next ask adds to the study) and hand its Parquet part to the
-        pool's writer (:meth:`Pool.background`), which writes it while the next batch is asked; without a
-        pool, write it now."""
+        """Record a told batch (before the next ask adds to the study) and hand its Parquet part and journal
+        records to the pool's writer (:meth:`Pool.background`), which writes them while the next batch is
+        asked; without a pool, write them now."""
         t = time.perf_counter()
         b.record = self.searcher.record(b.trials)
         b.times["record"] = time.perf_counter() - t
@@ -505,28 +505,27 @@ class _Sweep:
         if self.units is None or self.units_of != list(columns):  # (the same columns every batch)
             self.units_of, self.units = list(columns), _units(list(columns))
         metadata = {**self.meta, "batch": b.index, "units": self.units, "optuna": b.record}
-        b.part = (str(self.store.root), b.index, pack(columns), metadata)
+        b.part = (str(self.store.root), b.index, pack(columns), metadata, self.searcher.journal_target())
         if pool is not None:
-            b.writing = pool.background(write_part, *b.part)
+            b.writing = pool.background(write_batch, *b.part)
         else:
-            seconds = write_part(*b.part)
-            b.writing = lambda: seconds
+            written = write_batch(*b.part)
+            b.writing = lambda: written
         b.times["send"] = time.perf_counter() - t
 
     def commit(self, b: _Batch, pool: Pool | None = None) -> None:
-        """Commit a told batch: its Parquet part written (the commit point; sent now unless :meth:`send`
-        sent it), then the journal and the counters. If the writer failed, the part is written here."""
+        """Commit a told batch: its Parquet part (the commit point) and journal records written (sent now
+        unless :meth:`send` sent them), then the counters. If the writer failed, the driver writes them."""
         if b.writing is None:
             self.send(b, pool)
         t = time.perf_counter()
         try:
-            self.writer_s += b.writing()
-        except Exception:  # the writer is gone (its restarts spent): the driver writes the part itself
-            self.writer_s += write_part(*b.part)
+            seconds, offset = b.writing()
+        except Exception:  # the writer is gone (its restarts spent): the driver writes the batch itself
+            seconds, offset = write_batch(*b.part)
+        self.writer_s += seconds
+        self.searcher.journal_appended(offset)
         b.times["write"] = time.perf_counter() - t
-        t = time.perf_counter()
-        self.searcher.journal_append(b.trials, b.record)
-        b.times["journal"] = time.perf_counter() - t
         admissible = b.feasible & b.meets
         self.done += b.n
         self.batch_index += 1
@@ -632,9 +631,9 @@ def run(
                 sweep.commit(b, pool)
                 committed(b)
 
-        # one batch ahead: batch k is told and its part handed to the writer, which writes it while batch
-        # k+1 is asked (which needs batch k told) and submitted; batch k is committed (part written, journal,
-        # counters) while the workers score batch k+1; then batch k+1 is told
+        # one batch ahead: batch k is told and handed to the writer, which writes its part and journal records
+        # while batch k+1 is asked (which needs batch k told) and submitted; batch k is committed (written,
+        # counted) while the workers score batch k+1; then batch k+1 is told
         while sweep.asked < sweep.total:
             batch = sweep.start(pool)
             commit_told()

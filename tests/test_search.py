@@ -123,7 +123,7 @@ def test_restore_continues_exactly_and_repairs_the_journal(vocab, tmp_path):
         trials, _, _ = step(a, space, 20, b)
         records.append(a.record(trials))
         if b < 2:  # the journal misses the last batch, as after a crash between part and journal
-            a.journal_append(trials, records[-1])
+            a.journal_append(records[-1])
     expected = step(a, space, 20, 3)[1]
 
     (tmp_path / "b").mkdir()
@@ -144,7 +144,7 @@ def test_journal_is_an_optuna_study(vocab, tmp_path):
     spec, space, s = make(vocab, tmp_path, batch_size=10)
     for b in range(2):
         trials, _, _ = step(s, space, 10, b)
-        s.journal_append(trials, s.record(trials))
+        s.journal_append(s.record(trials))
     storage = JournalStorage(JournalFileBackend(str(tmp_path / "study.journal")))
     loaded = optuna.load_study(study_name=STUDY_NAME, storage=storage)
     assert len(loaded.trials) == 20
@@ -156,26 +156,67 @@ def test_journal_is_an_optuna_study(vocab, tmp_path):
 
 
 @pytest.mark.parametrize("sampler", ["nsga2", "tpe"])
-def test_journal_batch_encoding_is_the_per_trial_encoding(vocab, tmp_path, sampler):
-    import functools
+def test_journal_lines_from_a_record_are_what_optuna_writes(vocab, tmp_path, sampler):
+    """The journal records built from a batch's record (one encoder call per column) are, field for field,
+    the records Optuna's own JournalStorage writes for the same finished trials and study attributes."""
+    import json
 
-    from dse.store import _iso
+    from dse.store import journal_lines
 
     spec, space, s = make(vocab, tmp_path, batch_size=12, sampler=sampler)
-    step(s, space, 12, 0)
+    s.journal_append(s.record(step(s, space, 12, 0)[0]))
     trials, _ = s.ask(12, 1)
     values = np.column_stack([np.linspace(1, 2, 12), np.linspace(3, 4, 12)])
     values[0, 0], values[1, 1] = np.inf, np.nan  # told as the worst value: Infinity in the JSON
     s.tell(trials, values, {"model": np.linspace(-1, 1, 12)})
-    s.journal_append(trials, s.record(trials))
-    finished = [s.study._storage.get_trial(t._trial_id) for t in trials]
-    iso = functools.lru_cache(maxsize=4)(_iso)
-    per_trial = [s.journal._trial_line(t, iso) for t in finished]
-    batch = s.journal._batch_lines(finished, iso)
-    if sampler == "nsga2":  # numbers only: one encoder call for the batch, the same bytes
-        assert batch == per_trial
-    else:  # TPE trials carry no generation attribute but the same shape: encoded either way, identically
-        assert batch is None or batch == per_trial
-    mixed = finished[:2] + [copy.copy(finished[2])]
-    mixed[2].system_attrs = {**mixed[2].system_attrs, "note": "text"}
-    assert s.journal._batch_lines(mixed, iso) is None  # not numbers only: each trial on its own
+    record = s.record(trials)
+    target = s.journal_target()
+    ours = [json.loads(line) for line in journal_lines(record, target.worker_id, target.study_id,
+                                                       target.distributions_json)]
+
+    class Capture:  # the logs an Optuna JournalStorage writes, as appended
+        logs: list = []
+
+        def read_logs(self, log_number_from):
+            return iter(self.logs[log_number_from:])
+
+        def append_logs(self, logs):
+            self.logs.extend(json.loads(json.dumps(log)) for log in logs)
+
+    optuna_journal = JournalStorage(Capture())
+    study_id = optuna_journal.create_new_study(s.study.directions, STUDY_NAME)
+    first = len(Capture.logs)
+    for key, value in record["study_system_attrs"].items():
+        optuna_journal.set_study_system_attr(study_id, key, value)
+    for t in trials:
+        optuna_journal.create_new_trial(study_id, template_trial=s.study._storage.get_trial(t._trial_id))
+    theirs = Capture.logs[first:]
+    assert len(ours) == len(theirs) == len(record["study_system_attrs"]) + 12
+    for a, b in zip(ours, theirs):
+        a.pop("worker_id"), b.pop("worker_id")
+        assert a == b
+    if sampler == "tpe":  # asked one by one: each trial keeps its own start
+        assert len({line["datetime_start"] for line in ours}) == 12
+    # a system attribute that is not a number, set on one trial only: encoded trial by trial, the same way
+    record["system_attrs"]["note"] = [None] * 11 + ["text"]
+    mixed = [json.loads(line) for line in journal_lines(record, "w", study_id, target.distributions_json)]
+    assert [line["system_attrs"].get("note") for line in mixed[-12:]] == [None] * 11 + ["text"]
+    assert [{k: v for k, v in line["system_attrs"].items() if k != "note"} for line in mixed[-12:]] == \
+        [line["system_attrs"] for line in ours[-12:]]
+
+
+def test_a_batch_appended_again_is_in_the_journal_once(vocab, tmp_path):
+    """The writer appends after the offset it was given: a retried append (a restarted writer, or the
+    driver after losing it) replaces the first one instead of repeating its trials."""
+    spec, space, s = make(vocab, tmp_path, batch_size=10)
+    s.journal_append(s.record(step(s, space, 10, 0)[0]))
+    record = s.record(step(s, space, 10, 1)[0])
+    target = s.journal_target()
+    size = target.append(record)
+    with open(tmp_path / "study.journal", "ab") as f:
+        f.write(b'{"op_code":4,"torn')  # a first try cut short
+    assert target.append(record) == size
+    s.journal_appended(size)
+    loaded = optuna.load_study(study_name=STUDY_NAME, storage=JournalStorage(JournalFileBackend(str(tmp_path / "study.journal"))))
+    assert [t.number for t in loaded.trials] == list(range(20))
+    assert [t.params for t in loaded.trials] == [t.params for t in s.study.trials]

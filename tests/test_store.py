@@ -85,3 +85,38 @@ def test_pareto_file(tmp_path):
     back = pd.read_parquet(store.pareto)
     assert back.equals(front)
     assert read_metadata(store.pareto)["space_hash"] == "abc"
+
+
+def test_a_batch_written_by_the_writer_reads_back_its_record_and_journal(tmp_path):
+    """write_batch stores the batch's Optuna record as the part's metadata from its column texts
+    (EncodedRecord), which decode to the record json.dumps would store; running it again (a retried writer)
+    leaves the same part and the batch in the journal once."""
+    from datetime import datetime
+
+    from optuna.study import StudyDirection
+
+    from dse.cluster import pack
+    from dse.store import EncodedRecord, JournalMirror, write_batch
+
+    record = {"number": [0, 1, 2], "params": {"tp": [0, 2, 1], "hbm": [3.25, 8.0, 1e-05]},
+              "values": [[1.5, float("inf")], [2.0, 3.0], [0.1, 7.0]],
+              "system_attrs": {"nsga2:generation": [0, 0, 0], "constraints:model": [-0.5, 0.0, 1e300]},
+              "study_system_attrs": {"nsga2:parents:1": [0, 2]}, "datetime_start": datetime(2026, 1, 2, 3, 4, 5).isoformat(),
+              "datetime_complete": datetime(2026, 1, 2, 3, 4, 6, 7).isoformat(), "note": np.float64(2.5)}
+    assert json.loads(EncodedRecord(record).text) == json.loads(json.dumps(record, default=str))
+
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    store = RunStore.create(tmp_path / "run")
+    mirror = JournalMirror(store.journal, [StudyDirection.MINIMIZE] * 2,
+                           {"tp": CategoricalDistribution([1, 2, 4]), "hbm": FloatDistribution(1e-5, 8.0)})
+    target = mirror.target()
+    args = (str(store.root), 0, pack(batch(0, 4)), {"seed": 3, "optuna": record}, target)
+    _, size = write_batch(*args)
+    assert write_batch(*args)[1] == size  # the same batch again: the same journal
+    got = read_metadata(store.part_path(0))
+    assert got["seed"] == 3 and got["optuna"] == json.loads(json.dumps(record, default=str))
+    trials, attrs = mirror.load()
+    assert [t.number for t in trials] == [0, 1, 2] and attrs == {"nsga2:parents:1": [0, 2]}
+    assert [t.params["tp"] for t in trials] == [1, 4, 2] and trials[0].values == [1.5, float("inf")]
+    assert [t.system_attrs["constraints:model"] for t in trials] == [-0.5, 0.0, 1e300]
