@@ -162,16 +162,17 @@ class Searcher:
         finished = []
         now = datetime.now()  # the batch is told at once: one completion time
         after_batch = getattr(sampler, "after_batch", None)  # a batch sampler's after_trial is once per batch
-        for i, trial in enumerate(trials):
+        if after_batch is not None:  # the whole batch in one storage call
+            finished = storage.complete_trials([t._trial_id for t in trials], vals,
+                                               [dict(zip(keys, c)) for c in cons_l], now)
+            after_batch(study)
+        for i, trial in enumerate(trials if after_batch is None else ()):
             attrs = dict(zip(keys, cons_l[i]))
             current = storage.get_trial(trial._trial_id)
             if current.state != TrialState.RUNNING:
                 raise ValueError(f"cannot tell trial {current.number}: it is {current.state.name}")
-            if after_batch is None:
-                sampler.after_trial(study, _with_attrs(current, attrs), TrialState.COMPLETE, vals[i])
+            sampler.after_trial(study, _with_attrs(current, attrs), TrialState.COMPLETE, vals[i])
             finished.append(storage.complete_trial(trial._trial_id, vals[i], attrs, now))
-        if after_batch is not None:
-            after_batch(study)
         # each trial's NSGA-II penalty, as penalty_of reads it back from the stored constraints
         self._generations.add(finished, np.maximum(cons, 0.0).sum(axis=1) if names else None)
 

@@ -114,3 +114,32 @@ class BatchInMemoryStorage(InMemoryStorage):
             self._set_trial(trial_id, trial)
             self._update_cache(trial_id, self._trial_id_to_study_id_and_number[trial_id][0])
             return trial
+
+    def complete_trials(self, trial_ids: Sequence[int], values: Sequence[Sequence[float]],
+                        system_attrs: Sequence[Mapping[str, Any]], when: datetime | None = None) -> list[FrozenTrial]:
+        """Finish a batch of running trials (:meth:`complete_trial` for each, at one time ``when``), checked
+        first: a trial that is not RUNNING raises ValueError and none is finished. Returns the finished trials."""
+        when = when or datetime.now()
+        with self._lock:
+            current = [self._get_trial(i) for i in trial_ids]
+            for t in current:
+                if t.state != TrialState.RUNNING:
+                    raise ValueError(f"cannot tell trial {t.number}: it is {t.state.name}")
+            finished = []
+            for trial_id, t, v, attrs in zip(trial_ids, current, values, system_attrs):
+                trial = copy_trial(t)
+                trial.system_attrs = {**t.system_attrs, **attrs}
+                trial.state = TrialState.COMPLETE
+                trial.values = v
+                trial.datetime_complete = when
+                self._set_trial(trial_id, trial)
+                finished.append(trial)
+            if finished:  # the best-trial cache, as _update_cache keeps it per finished trial
+                study_id = self._trial_id_to_study_id_and_number[trial_ids[0]][0]
+                if len(self._studies[study_id].directions) > 1:
+                    if self._studies[study_id].best_trial_id is None:
+                        self._studies[study_id].best_trial_id = trial_ids[0]
+                else:
+                    for trial_id in trial_ids:
+                        self._update_cache(trial_id, study_id)
+            return finished

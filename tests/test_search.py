@@ -220,3 +220,14 @@ def test_a_batch_appended_again_is_in_the_journal_once(vocab, tmp_path):
     loaded = optuna.load_study(study_name=STUDY_NAME, storage=JournalStorage(JournalFileBackend(str(tmp_path / "study.journal"))))
     assert [t.number for t in loaded.trials] == list(range(20))
     assert [t.params for t in loaded.trials] == [t.params for t in s.study.trials]
+
+def test_a_batch_told_twice_is_refused_whole(vocab):
+    """The batch is finished in one storage call, checked first: telling finished trials again raises and
+    changes nothing."""
+    spec, space, s = make(vocab, batch_size=8)
+    trials, _, _ = step(s, space, 8, 0)
+    before = [t.values for t in s.study.trials]
+    with pytest.raises(ValueError, match="cannot tell trial 0: it is COMPLETE"):
+        s.tell(trials, np.ones((8, 2)), {"model": np.zeros(8)})
+    assert [t.values for t in s.study.trials] == before
+    assert s.study._storage._studies[s.study._study_id].best_trial_id == trials[0]._trial_id  # Optuna's cache

@@ -172,8 +172,11 @@ class VectorizedChildGeneration:
             mutate = self._rng.rand(size) < mutation_prob
             dist = space[name]
             missing = _missing(chosen)
-            if isinstance(dist, CategoricalDistribution) or self._eta is None:
-                for i in np.flatnonzero(mutate | missing):  # the few mutated cells
+            if isinstance(dist, CategoricalDistribution):  # the few mutated cells: a uniform choice each
+                cells = np.flatnonzero(mutate | missing)  # (the draws sample_uniform makes, in one call)
+                chosen[cells] = _as_objects(dist.choices)[self._rng.randint(len(dist.choices), size=len(cells))]
+            elif self._eta is None:
+                for i in np.flatnonzero(mutate | missing):
                     chosen[i] = sample_uniform(dist, self._rng)
             else:
                 for i in np.flatnonzero(missing):
@@ -248,7 +251,15 @@ def _polynomial_mutation(dist: BaseDistribution, x: np.ndarray, eta: float, rng:
 
 
 def _missing(values: np.ndarray) -> np.ndarray:
-    return np.array([v is None for v in values], dtype=bool)
+    """Which cells of an object column hold None (a parameter a parent lacks)."""
+    return np.equal(values, None)
+
+
+def _as_objects(choices: Sequence[Any]) -> np.ndarray:
+    """A categorical distribution's choices as a 1-D object array (to index with many draws at once)."""
+    out = np.empty(len(choices), dtype=object)
+    out[:] = list(choices)
+    return out
 
 
 def _draw_without(exclude: np.ndarray, n: int, rng: np.random.RandomState) -> np.ndarray:
