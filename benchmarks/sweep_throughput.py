@@ -4,7 +4,7 @@ Runs the same NSGA-II sweep with 1 and with 2 Ray actors on one embedded Ray (st
 timing) and prints designs per second over the batch loop -- sampler (ask, tell), the design table, Ray
 transfer and the model's mapping search on the actors, the Parquet part and the Optuna journal, run.json
 and the progress line -- and a breakdown per design. The stages add up to the loop's wall time. A told
-batch is recorded and sent to the writer actor (record, send), which writes its Parquet part and appends
+batch is recorded and sent to the writer process (record, send), which writes its Parquet part and appends
 its journal records while the driver asks the next batch; the driver then waits for them (write) and
 updates the progress line (progress) while the actors score that next batch. The space is ``spaces/default.yaml`` with its HBM
 bandwidth made continuous and the NIC bandwidth added as a continuous what-if, so proposals do not repeat,

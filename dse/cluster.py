@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dse.background import BackgroundProcess
 from dse.errors import UserError
 
 __all__ = ["Pool", "LocalPool", "RayPool", "open_pool", "split", "concat", "pack", "unpack", "ScoreFn",
@@ -167,32 +168,17 @@ class _Scorer:
         return os.getpid()
 
 
-class _Background:
-    """The body of the writer actor: runs the engine's file writing (:meth:`Pool.background`) in its own
-    process on the driver's node, off the driver's GIL. Holds no CPU slot: it works while the actors wait
-    for the driver's next batch."""
-
-    def __init__(self):
-        import dse.store  # noqa: F401  (Parquet, Optuna: loaded at the pool's start, not at the first write)
-
-    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(*args)
-
-    def ping(self) -> int:
-        return os.getpid()
-
-
 class RayPool(Pool):
     """``n_workers`` Ray actors, each scoring one chunk at a time; started once, reused every batch.
 
     A killed actor is restarted by Ray and its chunk retried (``max_restarts``, ``max_task_retries``), so
-    the batch completes and no finished trial is lost. With ``local_files`` (the driver runs on a node of
-    the cluster, not through a ``ray://`` client), :meth:`background` work runs on a writer actor pinned
-    to the driver's node, which writes the run's files there; otherwise in the driver.
+    the batch completes and no finished trial is lost. :meth:`background` work runs in a child process of
+    the driver (:class:`dse.background.BackgroundProcess`), on the driver's machine, where the run's files
+    are; if it is lost, the engine writes in the driver.
     """
 
     def __init__(self, score: ScoreFn, n_workers: int, chunks_per_worker: int = 1, started_ray: bool = False,
-                 where: str = "Ray", local_files: bool = True):
+                 where: str = "Ray"):
         import ray
 
         self._ray = ray
@@ -203,16 +189,8 @@ class RayPool(Pool):
         per_actor = min(1.0, cpus / n_workers)
         actor = ray.remote(_Scorer).options(num_cpus=per_actor, max_restarts=3, max_task_retries=3)
         self._actors = [actor.remote(score) for _ in range(n_workers)]
-        self._writer = None
-        if local_files:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-            # a restarted writer retries its write: each write is atomic and the same on a retry
-            self._writer = ray.remote(_Background).options(num_cpus=0, scheduling_strategy=here, max_restarts=3,
-                                                           max_task_retries=3).remote()
-        started = self._actors + ([self._writer] if self._writer is not None else [])
-        ray.get([a.ping.remote() for a in started])  # started and fail here, not in the first batch
+        self._writer: BackgroundProcess | None = BackgroundProcess()  # starts while the actors start
+        ray.get([a.ping.remote() for a in self._actors])  # started and fail here, not in the first batch
         from ray.util import ActorPool
 
         self._pool = ActorPool(self._actors)
@@ -220,11 +198,8 @@ class RayPool(Pool):
         self.actor_seconds = 0.0
 
     def background(self, fn, *args):
-        """On the writer actor (see the class doc); ``fn`` and ``args`` travel pickled (numpy out of band)."""
-        if self._writer is None:
-            return super().background(fn, *args)
-        ref = self._writer.run.remote(fn, *args)
-        return lambda: self._ray.get(ref)
+        """In the writer process (see the class doc); ``fn`` and ``args`` travel pickled."""
+        return self._writer.call(fn, *args)
 
     def submit(self, table):
         """One chunk per actor by default (a Ray task costs milliseconds here, whatever its size); with
@@ -241,12 +216,15 @@ class RayPool(Pool):
         return wait
 
     def close(self):
-        for a in self._actors + ([self._writer] if self._writer is not None else []):
+        for a in self._actors:
             try:
                 self._ray.kill(a)
             except Exception:  # already gone
                 pass
-        self._actors, self._writer = [], None
+        self._actors = []
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         if self._started_ray and self._ray.is_initialized():
             self._ray.shutdown()
 
@@ -292,6 +270,4 @@ def open_pool(score: ScoreFn, *, use_ray: bool = True, workers: int | None = Non
     n = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     if n < 1:
         raise UserError("must be at least 1", where="--workers")
-    local_files = not (address or "").startswith("ray://")  # a Ray client's files are not on the cluster
-    return RayPool(score, n, chunks_per_worker=chunks_per_worker, started_ray=started, where=where,
-                   local_files=local_files)
+    return RayPool(score, n, chunks_per_worker=chunks_per_worker, started_ray=started, where=where)

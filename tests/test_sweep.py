@@ -125,7 +125,7 @@ def test_a_lost_writer_costs_no_part(vocab, tmp_path, monkeypatch):
     class LostWriter(LocalPool):
         def background(self, fn, *args):
             def wait():
-                raise RuntimeError("the writer actor died")
+                raise RuntimeError("the writer process died")
             return wait
 
     monkeypatch.setattr(dse.sweep, "open_pool", lambda score, **kw: LostWriter(score))

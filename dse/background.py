@@ -1,0 +1,143 @@
+"""A child process of the driver that runs function calls one at a time, in order: the engine's writer.
+
+The engine hands each told batch's Parquet part and journal records to it (:meth:`dse.cluster.Pool.background`)
+and goes on asking the next batch; the child writes them on the core the ask leaves idle, off the
+driver's GIL, and the driver waits for the result when it commits the batch.
+
+Why a plain child process and not a Ray actor: it always runs on the driver's machine, where the run's
+files are (also for a ``ray://`` client), and a call reaches it through a pipe in about a millisecond. A
+call of a Ray actor with a part's 800 KB of columns went through Ray's object store and started 8-20 ms
+after the call on two busy cores: most of the idle time the writer had before the workers started the
+next batch. The child is started with ``python -m dse.background`` (no re-import of the caller's
+``__main__``, as ``multiprocessing``'s spawn would do) and talks over two pipes with
+``multiprocessing.connection`` framing (pickle, numpy buffers out of band).
+
+When each method is called: the constructor once per run (it starts the child, which imports the writing
+code while the workers start), :meth:`BackgroundProcess.call` once per batch, the function it returns once
+per call (calls finish in order), :meth:`BackgroundProcess.close` at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BackgroundProcess", "BackgroundError"]
+
+
+class BackgroundError(RuntimeError):
+    """A call failed in the child, or the child is gone (the caller then does the work itself)."""
+
+
+class BackgroundProcess:
+    """A child process that runs ``fn(*args)`` calls in the order they are made (see the module doc)."""
+
+    def __init__(self, preload: str = "dse.store"):
+        from_driver, to_child = os.pipe()  # (read end, write end)
+        from_child, to_driver = os.pipe()
+        package_root = str(Path(__file__).resolve().parent.parent)  # dse importable in the child
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "dse.background", str(from_driver), str(to_driver), preload],
+            pass_fds=(from_driver, to_driver), stdin=subprocess.DEVNULL, env=env)
+        os.close(from_driver)
+        os.close(to_driver)
+        try:  # room for a whole batch in the pipe: a call returns without waiting for the child to read it
+            import fcntl
+
+            fcntl.fcntl(to_child, fcntl.F_SETPIPE_SZ, 1 << 20)
+        except (ImportError, AttributeError, OSError):  # not Linux, or above the system's pipe-max-size
+            pass
+        self._send = Connection(to_child, readable=False)
+        self._recv = Connection(from_child, writable=False)
+        self._sent = 0  # calls made
+        self._read = 0  # results read from the pipe
+        self._results: dict[int, tuple[bool, Any]] = {}  # read, not yet claimed by their caller
+        self._lost: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+        """Send ``fn(*args)`` (both picklable) to the child and return at once; the returned function waits
+        for its result and returns it, or raises :class:`BackgroundError`."""
+        index = self._sent
+        try:
+            if self._lost is not None:
+                raise BackgroundError(self._lost)
+            self._send.send((fn, args))
+        except (OSError, ValueError, BackgroundError) as exc:  # the child is gone (a broken pipe)
+            self._lost = self._lost or f"the writer process is gone ({type(exc).__name__})"
+            message = self._lost
+            return lambda: _raise(message)
+        self._sent += 1
+        return lambda: self._wait(index)
+
+    def _wait(self, index: int) -> Any:
+        while index not in self._results:
+            if self._lost is not None:
+                raise BackgroundError(self._lost)
+            try:
+                self._results[self._read] = self._recv.recv()
+            except (EOFError, OSError) as exc:
+                self._lost = f"the writer process is gone ({type(exc).__name__}, exit status {self._proc.poll()})"
+                raise BackgroundError(self._lost) from None
+            self._read += 1
+        ok, value = self._results.pop(index)
+        if not ok:
+            raise BackgroundError(value)
+        return value
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Let the child finish the calls it has and exit (called once, at the end of the run)."""
+        try:
+            self._send.send(None)
+        except (OSError, ValueError):
+            pass
+        for conn in (self._send, self._recv):
+            conn.close()
+        try:
+            self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _raise(message: str) -> Any:
+    raise BackgroundError(message)
+
+
+def _serve(from_driver: int, to_driver: int, preload: str) -> int:
+    """The child's loop: run each call and send back (True, result) or (False, "Error: message")."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the driver, which then closes the pipe
+    calls = Connection(from_driver, writable=False)
+    results = Connection(to_driver, readable=False)
+    if preload:
+        __import__(preload)  # load the writing code (Parquet, Optuna) now, not at the first call
+    while True:
+        try:
+            message = calls.recv()
+        except (EOFError, OSError):  # the driver is gone
+            return 0
+        if message is None:
+            return 0
+        fn, args = message
+        try:
+            out: tuple[bool, Any] = (True, fn(*args))
+        except Exception as exc:  # reported to the caller, which writes the batch itself
+            out = (False, f"{type(exc).__name__}: {exc}")
+        try:
+            results.send(out)
+        except (OSError, ValueError):
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else ""))
