@@ -13,6 +13,7 @@ and the design cache is off: every trial is scored by the model. Not a test; pri
     .venv/bin/python benchmarks/sweep_throughput.py                 # 1 and 2 actors, 4096 designs, best of 2 runs
     .venv/bin/python benchmarks/sweep_throughput.py --trials 8192 --batch 512 --workers 1 2
     .venv/bin/python benchmarks/sweep_throughput.py --toy           # engine overhead only (a trivial model)
+    .venv/bin/python benchmarks/sweep_throughput.py --interleaved --trials 32768   # 1 and 2 actors, batch by batch
 """
 
 from __future__ import annotations
@@ -99,6 +100,71 @@ def model_check(spec) -> float:
     return 2 * alone / max(both)
 
 
+def interleaved(spec, score, trials: int) -> None:
+    """1 and 2 actors batch by batch in one sweep: even batches scored by one actor, odd batches by both,
+    so that a drift of the host's speed (minutes here) hits both alike. Prints the designs per second of
+    each kind of batch (the wall time of the loop's iteration that scores it: ask, table, submit, the
+    previous batch's commit, score, tell, record, send) and their ratio."""
+    import dse.sweep
+    from dse.cluster import RayPool, unpack
+
+    class AlternatingPool(RayPool):
+        def __init__(self, score_fn, **_):
+            super().__init__(score_fn, 2, where="embedded Ray, batches alternating 1 and 2 actors")
+            self.batches = 0
+
+        def submit(self, table):
+            one = self.batches % 2 == 0
+            self.batches += 1
+            if not one:
+                waiting = super().submit(table)
+            else:
+                ref = self._actors[0].score.remote(table)  # the whole batch on one actor
+
+                def waiting():
+                    packed, seconds = self._ray.get(ref)
+                    self.actor_seconds += seconds
+                    return unpack(packed)
+
+            def wait():
+                before = self.actor_seconds
+                out = waiting()
+                model.append(self.actor_seconds - before)  # actor seconds of this batch
+                return out
+
+            return wait
+
+    times: list[dict[str, float]] = []
+    model: list[float] = []
+    real_open_pool = dse.sweep.open_pool
+    dse.sweep.open_pool = AlternatingPool
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run(spec, evaluate_fn=score, run_dir=Path(tmp) / "run", use_ray=True, cache_designs=False,
+                         on_batch=lambda i, bt: times.append(dict(bt)))
+    finally:
+        dse.sweep.open_pool = real_open_pool
+    n = spec.search.batch_size
+    # iteration b: start(b) (ask, table, submit), commit(b-1) (write, progress), tell(b) (score, tell), send(b)
+    wall = [sum(times[b][k] for k in ("ask", "table", "score", "tell", "record", "send"))
+            + times[b - 1]["write"] + times[b - 1]["progress"] for b in range(2, len(times))]
+    rate = {b: n / w for b, w in zip(range(2, len(times)), wall)}
+    one = [r for b, r in rate.items() if b % 2 == 0]
+    two = [r for b, r in rate.items() if b % 2 == 1]
+    pairs = [rate[b + 1] / rate[b] for b in rate if b % 2 == 0 and b + 1 in rate]
+    print(f"interleaved, one sweep of {result.n_trials} designs in batches of {n} (the first two not counted):")
+    print(f"   1 actor:  {np.median(one):8.1f} designs/s per batch (median of {len(one)}; "
+          f"{min(one):.0f}-{max(one):.0f})")
+    print(f"  2 actors:  {np.median(two):8.1f} designs/s per batch (median of {len(two)}; "
+          f"{min(two):.0f}-{max(two):.0f})")
+    per = {k: np.median([model[b] for b in rate if b % 2 == k]) / n * 1e6 for k in (0, 1)}
+    print(f"model on the actors, median per design: {per[0]:.0f} us (1 actor), {per[1]:.0f} us of actor time "
+          f"(2 actors: each design {per[1] / per[0]:.2f}x as slow, so at most {2 * per[0] / per[1]:.2f}x from the model alone)")
+    print(f"speed-up 2 actors / 1 actor: {np.median(two) / np.median(one):.2f}x (ratio of medians); "
+          f"batch pairs {np.percentile(pairs, 25):.2f}-{np.percentile(pairs, 75):.2f}x (middle half), "
+          f"median {np.median(pairs):.2f}x")
+
+
 def bench_space(trials: int, batch: int) -> dict:
     raw = yaml.safe_load((ROOT / "spaces" / "default.yaml").read_text())
     raw = copy.deepcopy(raw)
@@ -119,6 +185,8 @@ def main() -> None:
                     help="runs of each configuration, interleaved (1, 2, 1, 2 actors); the best of each is kept")
     ap.add_argument("--toy", action="store_true", help="trivial model: the engine's own overhead")
     ap.add_argument("--no-ray", action="store_true", help="also time the in-process pool")
+    ap.add_argument("--interleaved", action="store_true",
+                    help="one sweep whose batches alternate between 1 and 2 actors (robust to a drifting host)")
     args = ap.parse_args()
 
     import ray
@@ -143,6 +211,10 @@ def main() -> None:
     t0 = time.perf_counter()
     ray.init(num_cpus=max(max(args.workers), os.cpu_count() or 1), include_dashboard=False, logging_level="ERROR")
     print(f"Ray start: {time.perf_counter() - t0:.1f} s (once, not in the figures)\n")
+    if args.interleaved:
+        interleaved(spec, score, args.trials)
+        ray.shutdown()
+        return
 
     configs = [("in-process", None)] if args.no_ray else []
     configs += [(f"{w} actor{'s' if w > 1 else ''}", w) for w in args.workers]
