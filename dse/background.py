@@ -115,28 +115,36 @@ def _raise(message: str) -> Any:
 
 
 def _serve(from_driver: int, to_driver: int, preload: str) -> int:
-    """The child's loop: run each call and send back (True, result) or (False, "Error: message")."""
+    """The child's loop: run each call and send back (True, result) or (False, "Error: message"). Once a
+    call has failed, every later call fails unrun: the calls are a sequence (a run's parts, in order) and
+    the caller takes over from the first failure. Calls already sent still run after the driver is gone
+    (they are finished batches); then the child exits."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the driver, which then closes the pipe
     calls = Connection(from_driver, writable=False)
     results = Connection(to_driver, readable=False)
     if preload:
         __import__(preload)  # load the writing code (Parquet, Optuna) now, not at the first call
+    failed: str | None = None
     while True:
         try:
             message = calls.recv()
-        except (EOFError, OSError):  # the driver is gone
+        except (EOFError, OSError):  # the driver is gone, and every call it sent has run
             return 0
         if message is None:
             return 0
         fn, args = message
-        try:
-            out: tuple[bool, Any] = (True, fn(*args))
-        except Exception as exc:  # reported to the caller, which writes the batch itself
-            out = (False, f"{type(exc).__name__}: {exc}")
+        if failed is not None:
+            out: tuple[bool, Any] = (False, f"not run: an earlier call failed ({failed})")
+        else:
+            try:
+                out = (True, fn(*args))
+            except Exception as exc:  # reported to the caller, which writes the batch itself
+                failed = f"{type(exc).__name__}: {exc}"
+                out = (False, failed)
         try:
             results.send(out)
-        except (OSError, ValueError):
-            return 0
+        except (OSError, ValueError):  # the driver is gone: run what it sent, unanswered
+            continue
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import numpy as np
 import pandas as pd
@@ -27,16 +28,33 @@ def test_calls_run_in_a_child_in_order_and_return_their_results():
     assert writer._proc.returncode == 0  # it finished and exited when told
 
 
-def test_a_failed_call_raises_for_its_caller_only():
+def test_a_failed_call_fails_every_later_one_unrun():
+    """The calls are a sequence (a run's parts, in order): after one fails, none runs, so the caller can
+    take over from the first failure without a later part written ahead of an earlier one."""
     writer = BackgroundProcess(preload="")
     try:
+        first = writer.call(int, "7")
         bad = writer.call(int, "not a number")
-        good = writer.call(int, "42")
+        later = writer.call(os.getpid)
+        assert first() == 7
         with pytest.raises(BackgroundError, match="ValueError: invalid literal"):
             bad()
-        assert good() == 42
+        with pytest.raises(BackgroundError, match="not run: an earlier call failed"):
+            later()
     finally:
         writer.close()
+
+
+def test_calls_sent_before_the_driver_is_gone_still_run(tmp_path):
+    """A batch handed to the writer is written even if the driver dies right after (its pipe closed)."""
+    writer = BackgroundProcess(preload="")
+    target = tmp_path / "written"
+    writer.call(time.sleep, 0.5)
+    writer.call(target.write_text, "finished batch")
+    writer._send.close()  # what the driver's death does to the pipe
+    writer._proc.wait(timeout=30)
+    assert target.read_text() == "finished batch"
+    writer.close()
 
 
 def test_a_killed_child_fails_its_calls_and_every_later_one():
