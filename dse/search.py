@@ -166,13 +166,14 @@ class Searcher:
             finished = storage.complete_trials([t._trial_id for t in trials], vals,
                                                [dict(zip(keys, c)) for c in cons_l], now)
             after_batch(study)
-        for i, trial in enumerate(trials if after_batch is None else ()):
-            attrs = dict(zip(keys, cons_l[i]))
-            current = storage.get_trial(trial._trial_id)
-            if current.state != TrialState.RUNNING:
-                raise ValueError(f"cannot tell trial {current.number}: it is {current.state.name}")
-            sampler.after_trial(study, _with_attrs(current, attrs), TrialState.COMPLETE, vals[i])
-            finished.append(storage.complete_trial(trial._trial_id, vals[i], attrs, now))
+        else:
+            for i, trial in enumerate(trials):
+                attrs = dict(zip(keys, cons_l[i]))
+                current = storage.get_trial(trial._trial_id)
+                if current.state != TrialState.RUNNING:
+                    raise ValueError(f"cannot tell trial {current.number}: it is {current.state.name}")
+                sampler.after_trial(study, _with_attrs(current, attrs), TrialState.COMPLETE, vals[i])
+                finished.append(storage.complete_trial(trial._trial_id, vals[i], attrs, now))
         # each trial's NSGA-II penalty, as penalty_of reads it back from the stored constraints
         self._generations.add(finished, np.maximum(cons, 0.0).sum(axis=1) if names else None)
 

@@ -293,8 +293,8 @@ class JournalTarget:
     pool's writer appends it right after the batch's part (:func:`write_batch`).
 
     ``offset`` is the journal's size once the batches before this one were appended. Appending truncates
-    the file back to it first, so an append that runs again (a writer restarted by Ray, or the driver
-    writing the batch itself after losing the writer) leaves the batch in the journal once.
+    the file back to it first, so an append that runs again (the driver writing the batch itself after
+    losing the writer, which may have appended part of it) leaves the batch in the journal once.
     """
 
     path: str
@@ -356,20 +356,18 @@ def journal_lines(record: Mapping[str, Any] | EncodedRecord, worker_id: str, stu
     value_rows = encoded.values[2:-2].split("],[")  # numbers only (Infinity included)
     if len(value_rows) != n:
         raise ValueError("every told trial of a batch has the same number of objective values")
+    iso = functools.lru_cache(maxsize=16)(lambda text: _ENCODER.encode(_iso(datetime.fromisoformat(text)) if text else None))
+    starts = record.get("datetime_starts") or [record.get("datetime_start")] * n
     params = {k: _tokens(record["params"][k], text) for k, text in encoded.params.items()}
+    columns = [value_rows, [iso(s) for s in starts], *params.values()]
     attrs = record.get("system_attrs") or {}
-    numbers = all(len(col) == n and set(map(type, col)) <= _NUMBERS for col in attrs.values())
-    columns = [value_rows, [], *params.values()]
-    if numbers:  # each attribute's tokens fill the line's placeholders, as the parameters' do
-        columns += [_tokens(attrs[k], text) for k, text in encoded.system_attrs.items()]
+    if all(len(col) == n and _numbers(col) for col in attrs.values()):  # their tokens fill placeholders too
+        columns += [_split(text) for text in encoded.system_attrs.values()]
         attrs_fmt = "{" + ",".join(_literal(_ENCODER.encode(k)) + ":%s" for k in attrs) + "}"
     else:  # text, lists or missing values: each trial's attributes on their own (None: not set)
         columns.append([_RECORD_ENCODER.encode({k: col[i] for k, col in attrs.items() if col[i] is not None})
                         for i in range(n)])
         attrs_fmt = "%s"
-    iso = functools.lru_cache(maxsize=16)(lambda text: _ENCODER.encode(_iso(datetime.fromisoformat(text)) if text else None))
-    starts = record.get("datetime_starts") or [record.get("datetime_start")] * n
-    columns[1] = [iso(s) for s in starts]
     complete = record.get("datetime_complete")
     fmt = (_literal(f'{{"op_code":{int(JournalOperation.CREATE_TRIAL)},{head},"state":{int(TrialState.COMPLETE)},')
            + ('"value":null,"values":[%s]' if multi else '"value":%s,"values":null')
@@ -381,16 +379,26 @@ def journal_lines(record: Mapping[str, Any] | EncodedRecord, worker_id: str, stu
     return lines
 
 
-def _tokens(column: Sequence[Any], text: str) -> list[str]:
-    """The JSON text of each number of a column, cut from the column's JSON ``text``."""
-    if not set(map(type, column)) <= _NUMBERS:
-        raise ValueError(f"journal columns hold numbers only, not {sorted({type(v).__name__ for v in column})}")
-    return text[1:-1].split(",") if len(column) else []
-
-
 def _literal(text: str) -> str:
     """``text`` inside a %-format, as itself."""
     return text.replace("%", "%%")
+
+
+def _numbers(column: Sequence[Any]) -> bool:
+    return set(map(type, column)) <= _NUMBERS
+
+
+def _split(text: str) -> list[str]:
+    """The items of a JSON list of numbers, as text: ``"[1.5,2]"`` -> ``["1.5", "2"]``."""
+    return text[1:-1].split(",") if len(text) > 2 else []
+
+
+def _tokens(column: Sequence[Any], text: str) -> list[str]:
+    """The JSON text of each number of a column (a parameter's internal values), cut from the column's
+    JSON ``text``."""
+    if not _numbers(column):
+        raise ValueError(f"journal columns hold numbers only, not {sorted({type(v).__name__ for v in column})}")
+    return _split(text)
 
 
 def append_journal(path: str | Path, offset: int, lines: Sequence[str]) -> int:

@@ -29,8 +29,8 @@ class BatchInMemoryStorage(InMemoryStorage):
     The study never holds WAITING trials (the engine never enqueues): ``study.ask`` scans every trial for
     one, and a counter answers at once. The parameters of a trial are written in one step
     (:meth:`set_trial_params`), as the per-parameter calls would, a whole batch of running trials is
-    created in one call (:meth:`create_running_trials`) and each is finished, constraints included, in one
-    write (:meth:`complete_trial`).
+    created in one call (:meth:`create_running_trials`) and finished, constraints included, in one call
+    (:meth:`complete_trials`; :meth:`complete_trial` for one).
     """
 
     def __init__(self):
@@ -104,21 +104,14 @@ class BatchInMemoryStorage(InMemoryStorage):
         """Finish a running trial in one write: its system attributes (constraints), values and state
         COMPLETE, as ``set_trial_system_attr`` per key then ``set_trial_state_values`` would (completed at
         ``when``, default now). Returns the finished trial."""
-        with self._lock:
-            trial = copy_trial(self._get_trial(trial_id))
-            self.check_trial_is_updatable(trial_id, trial.state)
-            trial.system_attrs = {**trial.system_attrs, **system_attrs}
-            trial.state = TrialState.COMPLETE
-            trial.values = values
-            trial.datetime_complete = when or datetime.now()
-            self._set_trial(trial_id, trial)
-            self._update_cache(trial_id, self._trial_id_to_study_id_and_number[trial_id][0])
-            return trial
+        return self.complete_trials([trial_id], [values], [system_attrs], when)[0]
 
     def complete_trials(self, trial_ids: Sequence[int], values: Sequence[Sequence[float]],
                         system_attrs: Sequence[Mapping[str, Any]], when: datetime | None = None) -> list[FrozenTrial]:
-        """Finish a batch of running trials (:meth:`complete_trial` for each, at one time ``when``), checked
-        first: a trial that is not RUNNING raises ValueError and none is finished. Returns the finished trials."""
+        """Finish a batch of running trials in one call, at one time ``when`` (default now): each one's
+        system attributes (constraints), values and state COMPLETE, as ``set_trial_system_attr`` per key then
+        ``set_trial_state_values`` would. Checked first: a trial that is not RUNNING raises ValueError and
+        none is finished. Returns the finished trials."""
         when = when or datetime.now()
         with self._lock:
             current = [self._get_trial(i) for i in trial_ids]
