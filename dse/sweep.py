@@ -371,7 +371,7 @@ class _Batch:
     #: the arguments of :func:`write_batch` for this batch (its part and journal records); a function that
     #: waits for the writer and returns what write_batch returns
     part: tuple | None = None
-    writing: Callable[[], float] | None = None
+    writing: Callable[[], tuple[float, int | None]] | None = None
     #: seconds of each stage (see _BATCH_TIMERS); over a run they add up to the batch loop's wall time
     times: dict[str, float] = field(default_factory=dict)
 
@@ -521,7 +521,7 @@ class _Sweep:
         t = time.perf_counter()
         try:
             seconds, offset = b.writing()
-        except Exception:  # the writer is gone (its restarts spent): the driver writes the batch itself
+        except Exception:  # the writer process is gone, or its write failed: the driver writes the batch
             seconds, offset = write_batch(*b.part)
         self.writer_s += seconds
         self.searcher.journal_appended(offset)
