@@ -100,7 +100,7 @@ def model_check(spec) -> float:
     return 2 * alone / max(both)
 
 
-def interleaved(spec, score, trials: int) -> None:
+def interleaved(spec, score) -> None:
     """1 and 2 actors batch by batch in one sweep: even batches scored by one actor, odd batches by both,
     so that a drift of the host's speed (minutes here) hits both alike. Prints the designs per second of
     each kind of batch (the wall time of the loop's iteration that scores it: ask, table, submit, the
@@ -212,15 +212,15 @@ def main() -> None:
     ray.init(num_cpus=max(max(args.workers), os.cpu_count() or 1), include_dashboard=False, logging_level="ERROR")
     print(f"Ray start: {time.perf_counter() - t0:.1f} s (once, not in the figures)\n")
     if args.interleaved:
-        interleaved(spec, score, args.trials)
+        interleaved(spec, score)
         ray.shutdown()
         return
 
     configs = [("in-process", None)] if args.no_ray else []
     configs += [(f"{w} actor{'s' if w > 1 else ''}", w) for w in args.workers]
     rates: dict[str, float] = {}
-    costs: dict[str, tuple[dict[str, float], float, float]] = {}
-    rounds: dict[str, list[float]] = {}  # every run's rate, in order  # stage costs of each configuration's best run
+    costs: dict[str, tuple[dict[str, float], float, float]] = {}  # stage costs of each configuration's best run
+    rounds: dict[str, list[float]] = {}  # every run's rate, in order
     for attempt in range(args.repeat):
         for label, workers in configs:
             with tempfile.TemporaryDirectory() as tmp:

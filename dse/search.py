@@ -220,11 +220,6 @@ class Searcher:
         if self.journal is not None and offset is not None:
             self.journal.offset = offset
 
-    def journal_append(self, record: Mapping[str, Any]) -> None:
-        """Append a committed batch to the Optuna journal in this process (after its Parquet part is written)."""
-        if self.journal is not None:
-            self.journal.append(record)
-
     def restore(self, records: Sequence[Mapping[str, Any]]) -> int:
         """Rebuild the study from the records of committed parts, in order (called once, on resume).
 

@@ -269,7 +269,8 @@ class RunStore:
         labels = [f.name for f in table.schema if not (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
         # the dse.* metadata goes in the footer's key-value metadata once; Arrow's own copy of the schema
         # (ARROW:schema, the metadata again, base64-encoded) is left out: every column is a plain Parquet
-        # type that reads back as written, and the copy took a third of a part's write time
+        # type that reads back as written, and the copy made a part a third larger (338 KB instead of
+        # 446 KB for 512 designs) and about 5% slower to encode
         metadata = table.schema.metadata or {}
         table = table.replace_schema_metadata(None)
         with open(tmp, "wb") as f:
@@ -439,6 +440,7 @@ class JournalMirror:
         self.path = Path(path)
         self._directions = list(directions)
         self._worker_id = f"dse-{uuid.uuid4()}-0"
+        self._distributions = dict(distributions)
         self._dists_json = json.dumps({k: distribution_to_json(d) for k, d in distributions.items()},
                                       separators=(",", ":"))
         self._study_id: int | None = None
@@ -476,8 +478,7 @@ class JournalMirror:
         parts disagree)."""
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         tmp.unlink(missing_ok=True)
-        other = JournalMirror(tmp, self._directions, {})
-        other._dists_json, other._worker_id = self._dists_json, self._worker_id
+        other = JournalMirror(tmp, self._directions, self._distributions)
         for record in records:
             other.append(record)
         other.target()  # the study, even without batches

@@ -123,7 +123,7 @@ def test_restore_continues_exactly_and_repairs_the_journal(vocab, tmp_path):
         trials, _, _ = step(a, space, 20, b)
         records.append(a.record(trials))
         if b < 2:  # the journal misses the last batch, as after a crash between part and journal
-            a.journal_append(records[-1])
+            a.journal.append(records[-1])
     expected = step(a, space, 20, 3)[1]
 
     (tmp_path / "b").mkdir()
@@ -144,7 +144,7 @@ def test_journal_is_an_optuna_study(vocab, tmp_path):
     spec, space, s = make(vocab, tmp_path, batch_size=10)
     for b in range(2):
         trials, _, _ = step(s, space, 10, b)
-        s.journal_append(s.record(trials))
+        s.journal.append(s.record(trials))
     storage = JournalStorage(JournalFileBackend(str(tmp_path / "study.journal")))
     loaded = optuna.load_study(study_name=STUDY_NAME, storage=storage)
     assert len(loaded.trials) == 20
@@ -164,7 +164,7 @@ def test_journal_lines_from_a_record_are_what_optuna_writes(vocab, tmp_path, sam
     from dse.store import journal_lines
 
     spec, space, s = make(vocab, tmp_path, batch_size=12, sampler=sampler)
-    s.journal_append(s.record(step(s, space, 12, 0)[0]))
+    s.journal.append(s.record(step(s, space, 12, 0)[0]))
     trials, _ = s.ask(12, 1)
     values = np.column_stack([np.linspace(1, 2, 12), np.linspace(3, 4, 12)])
     values[0, 0], values[1, 1] = np.inf, np.nan  # told as the worst value: Infinity in the JSON
@@ -209,7 +209,7 @@ def test_a_batch_appended_again_is_in_the_journal_once(vocab, tmp_path):
     """The writer appends after the offset it was given: a retried append (a restarted writer, or the
     driver after losing it) replaces the first one instead of repeating its trials."""
     spec, space, s = make(vocab, tmp_path, batch_size=10)
-    s.journal_append(s.record(step(s, space, 10, 0)[0]))
+    s.journal.append(s.record(step(s, space, 10, 0)[0]))
     record = s.record(step(s, space, 10, 1)[0])
     target = s.journal_target()
     size = target.append(record)
