@@ -144,8 +144,11 @@ def test_a_gpu_runs_at_the_lesser_of_its_system_nic_and_the_fabric_port():
     np.testing.assert_array_equal(cols["nic_gbps"], [50, 50, 100, 50, 50, 100])
     np.testing.assert_array_equal(cols["net_port_gbps"], [100, 100, 100, 50, 50, 100])
     out = objectives.evaluate(table)
-    # one NIC per GPU at the fabric's price (a ConnectX-8 in a B200 still runs at 400G): 16,128 x $3,250
-    np.testing.assert_array_equal(out["net_capex_nic_usd"], 16128 * np.array([3250, 3250, 3250, 2000, 2000, 3250]))
+    # one NIC per GPU at the dearer of the system's and the fabric's: a ConnectX-8 ($3,250) bought for a B200
+    # on XDR still runs at 400G; a GB300 tray keeps its ConnectX-8 on NDR 400 ($3,250, not the fabric's $2,000)
+    np.testing.assert_array_equal(out["net_capex_nic_usd"], 16128 * np.array([3250, 3250, 3250, 3250, 2000, 3250]))
+    priced = objectives.evaluate(dict(table, net_nic_usd=1000.0))  # a table's NIC price is a what-if
+    np.testing.assert_array_equal(priced["net_capex_nic_usd"], np.full(6, 16128 * 1000.0))
     # the collectives see the GPU's rate: 50 x 0.93 = 46.5 GB/s on the B200 row, 93 on the GB300 row
     cal = Calibration.load()
     np.testing.assert_allclose(out["net_bw_out_gbps"][[0, 2]], [50 * cal.scaleout_eff, 100 * cal.scaleout_eff])

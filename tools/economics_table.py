@@ -1,11 +1,13 @@
 """Llama-3.1 405B: how time-to-train and TCO move with the GPU system, fabric, oversubscription and storage.
 
-    .venv/bin/python tools/economics_table.py [--gpus 16384] [--markdown] [--csv out.csv]
+    .venv/bin/python tools/economics_table.py [--gpus 16128] [--markdown] [--csv out.csv]
 
 Scores a handful of cluster designs with ``objectives.search_mapping`` (each gets its best mapping) and
 prints one row per design with the breakdown that explains each move: step time and MFU (the network),
 checkpoints (write time, interval, storage units) and goodput, power, capital cost and the TCO by part.
-Every design differs from the baseline (first row) in one thing. Systems are the catalog's (gpus.yaml
+Every design differs from the baseline (first row) in one thing. The default 16,128 GPUs are 224 whole
+NVL72 racks (or 2,016 8-GPU servers), with 2,016 sequences of 8,192 tokens a step (~16.5M tokens, Llama 3's
+16M) so that data parallelism divides them. Systems are the catalog's (gpus.yaml
 ``system``): HGX/DGX B200 8-GPU servers, GB200 and GB300 NVL72 racks; the one 72-GPU domain of B200s is a
 labelled what-if (``scaleup_size: 72``, NVLink switches priced per GPU).
 """
@@ -19,7 +21,7 @@ import pandas as pd
 
 import objectives
 
-BASE = dict(model="llama3.1-405b", train_tokens=15e12, global_batch=2048, seq_len=8192, precision="bf16",
+BASE = dict(model="llama3.1-405b", train_tokens=15e12, global_batch=2016, seq_len=8192, precision="bf16",
             gpu="b200", network="ib-ndr-400", oversubscription=1.0, storage="pfs-large", ckpt_mode="sync",
             cost_mode="owned")
 #: label -> what differs from BASE
@@ -82,7 +84,7 @@ def markdown(frame: pd.DataFrame) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=16384)
+    ap.add_argument("--gpus", type=int, default=16128)
     ap.add_argument("--markdown", action="store_true", help="print the README table (GitHub markdown)")
     ap.add_argument("--csv", help="also write the table here")
     args = ap.parse_args()

@@ -12,7 +12,8 @@ sets ``scaleup_size`` beyond the system's own asks a what-if: NVLink switches th
 (priced by objectives.topology).
 
 Networks: a row that names a network gets its fabric (switches, optics, NICs) and runs each GPU at
-min(system NIC, fabric port ``net_port_gbps``), unless the table gives ``nic_gbps``. A row that names none
+min(system NIC, fabric port ``net_port_gbps``), unless the table gives ``nic_gbps``; its one NIC per GPU
+costs the dearer of the system's (``nic_usd``) and the fabric's (``net_nic_usd``). A row that names none
 (or leaves the cell blank) is costed as its GPU's natural fabric (:func:`natural_network`: InfiniBand at
 the GPU's NIC speed) and keeps the training model's calibrated network in the step-time model: its NIC
 speed stays the GPU's and its switch-hop latency is 0 (the calibrated NCCL latency stands for the whole
@@ -40,7 +41,7 @@ HERE = Path(__file__).parent
 GPU_FIELDS = (
     "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops",
     "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3",
-    "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "nic_gbps", "gpu_tdp_w",
+    "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "nic_gbps", "nic_usd", "gpu_tdp_w",
     "server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr", "facility_usd_per_mw",
 )
 NETWORK_FIELDS = (
@@ -277,6 +278,11 @@ def _expand_network(cols: dict, out: dict) -> dict:
         take = named & ~given
         if take.any():  # the lesser of the system's NIC and the fabric's port (a missing one defers to the other)
             res["nic_gbps"] = np.where(take, np.fmin(system, res["net_port_gbps"]), system)
+    if "nic_usd" in out and not ("net_nic_usd" in cols and np.isfinite(np.asarray(cols["net_nic_usd"], dtype=np.float64)).all()):
+        # one NIC per GPU: the system's own (a GB300 tray's ConnectX-8 on a 400G fabric) or the fabric's,
+        # whichever is dearer; a table's net_nic_usd stays as given
+        given = np.isfinite(np.asarray(cols["net_nic_usd"], dtype=np.float64)) if "net_nic_usd" in cols else False
+        res["net_nic_usd"] = np.where(given, res["net_nic_usd"], np.fmax(res["net_nic_usd"], out["nic_usd"]))
     if not keep.all():  # unnamed rows: the calibrated NCCL latency covers the path
         res["net_hop_latency_s"] = np.where(keep, res["net_hop_latency_s"], 0.0) if keep.any() \
             else np.broadcast_to(0.0, (n,))
