@@ -249,6 +249,14 @@ def _lookup(codes: np.ndarray, catalog: dict, fields: tuple[str, ...], cols: dic
     return _override(list(luts.take(codes, axis=1)), fields, cols)  # every field in one gather
 
 
+def _rowwise(fn, n: int, *columns) -> np.ndarray:
+    """``fn`` over n-row columns (or scalars); a constant result stays a constant view when every input is one."""
+    arrays = [np.broadcast_to(np.asarray(c), (n,)) for c in columns]
+    if all(is_constant(a) or n <= 1 for a in arrays):
+        return np.broadcast_to(fn(*(a[:1] for a in arrays)), (n,))
+    return fn(*arrays)
+
+
 def _expand_network(cols: dict, out: dict) -> dict:
     """Network columns of every row: the named fabric, or the GPU's natural one (see the module doc); a
     named fabric runs each GPU at min(system NIC, fabric port) unless the table gives ``nic_gbps``."""
@@ -272,17 +280,15 @@ def _expand_network(cols: dict, out: dict) -> dict:
     keep = named | (np.isfinite(np.asarray(hop_latency, dtype=np.float64)) if hop_latency is not None else False)
     fields = NETWORK_FIELDS if keep.any() else tuple(f for f in NETWORK_FIELDS if f != "net_hop_latency_s")
     res = _lookup(codes, catalog, fields, cols)
-    if named.any():
-        system = np.asarray(out["nic_gbps"], dtype=np.float64) if "nic_gbps" in out else np.full(n, np.nan)
+    if named.any():  # the lesser of the system's NIC and the fabric's port (a missing one defers to the other)
+        system = out["nic_gbps"] if "nic_gbps" in out else np.nan
         given = np.isfinite(np.asarray(cols["nic_gbps"], dtype=np.float64)) if "nic_gbps" in cols else False
-        take = named & ~given
-        if take.any():  # the lesser of the system's NIC and the fabric's port (a missing one defers to the other)
-            res["nic_gbps"] = np.where(take, np.fmin(system, res["net_port_gbps"]), system)
-    if "nic_usd" in out and not ("net_nic_usd" in cols and np.isfinite(np.asarray(cols["net_nic_usd"], dtype=np.float64)).all()):
-        # one NIC per GPU: the system's own (a GB300 tray's ConnectX-8 on a 400G fabric) or the fabric's,
-        # whichever is dearer; a table's net_nic_usd stays as given
+        res["nic_gbps"] = _rowwise(lambda s, p, code, g: np.where((code >= 0) & ~g, np.fmin(s, p), s), n, system,
+                                   res["net_port_gbps"], codes, given)
+    if "nic_usd" in out:  # one NIC per GPU: the dearer of the system's own and the fabric's; a table's stays
         given = np.isfinite(np.asarray(cols["net_nic_usd"], dtype=np.float64)) if "net_nic_usd" in cols else False
-        res["net_nic_usd"] = np.where(given, res["net_nic_usd"], np.fmax(res["net_nic_usd"], out["nic_usd"]))
+        res["net_nic_usd"] = _rowwise(lambda f, s, g: np.where(g, f, np.fmax(f, s)), n, res["net_nic_usd"],
+                                      out["nic_usd"], given)
     if not keep.all():  # unnamed rows: the calibrated NCCL latency covers the path
         res["net_hop_latency_s"] = np.where(keep, res["net_hop_latency_s"], 0.0) if keep.any() \
             else np.broadcast_to(0.0, (n,))
