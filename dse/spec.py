@@ -90,6 +90,8 @@ class Vocabulary:
     catalog_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     integer_columns: frozenset[str] = frozenset()
+    #: column -> {id taken out of the catalog: what to use instead}
+    removed_ids: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     required: tuple[str, ...] = ("gpu", "n_gpus", "global_batch")
 
     def is_text(self, column: str) -> bool:
@@ -122,6 +124,7 @@ class Vocabulary:
             catalog_ids=ids,
             labels={k: tuple(v) for k, v in CATEGORIES.items()},
             integer_columns=frozenset(getattr(pipeline, "INTEGER_COLUMNS", ())) | {"zero_stage", "sequence_parallel"},
+            removed_ids=dict(getattr(catalog, "REMOVED", {})),
         )
 
 
@@ -314,7 +317,8 @@ class _Checker:
         if column in vocab.catalog_ids:
             ids = vocab.catalog_ids[column]
             if not isinstance(value, str) or value not in ids:
-                self.fail(path, f"unknown {column} '{value}'; valid: {_short_list(ids)}")
+                note = vocab.removed_ids.get(column, {}).get(value) if isinstance(value, str) else None
+                self.fail(path, f"{column} '{value}' {note}" if note else f"unknown {column} '{value}'; valid: {_short_list(ids)}")
             return value
         if column in vocab.labels:
             labels = vocab.labels[column]

@@ -1,22 +1,41 @@
-"""Storage and checkpointing: how big a checkpoint is, where it goes, and how long the job waits for it.
+"""Storage and checkpointing: how big a checkpoint is, how often it is taken, the file system that takes it.
 
 Checkpoint size: every parameter's mixed-precision Adam state, 14 bytes (bf16 weights 2 + fp32 master
 weights, momentum and variance 4 each; hardware-catalog 3, S56/S57; ``ckpt_bytes_per_param``). Gradients
 are not saved. Llama-3.1 405B: 405.85e9 x 14 = 5.68 TB (hardware-catalog: "405B -> ~5.7-6.5 TB").
 
-Storage (storage.yaml): a shared file system of ``storage_units`` building blocks, enough to hold
-``ckpt_keep`` checkpoints plus the tokenized dataset (``train_tokens`` x 2 bytes per token for vocabularies
-under 65,500, else 4: Megatron-Core's indexed dataset stores uint16 or int32 tokens, X15), or more when a
-space sets ``storage_units_min`` (more units buy bandwidth).
-
 Write and read time: every GPU writes its shard at once (Megatron-Core distributed checkpointing, PyTorch
 DCP), so the checkpoint moves at the lesser of the file system's aggregate bandwidth (units x per-unit
 bandwidth) and the nodes' (n_gpus x ``storage_link_gbps``, GPUDirect Storage 40 GB/s per DGX H100, S45).
 
-Synchronous checkpointing (``ckpt_mode: sync``, Megatron's default) stalls training for the whole write
-("minute-level stalls", ByteCheckpoint S60). Asynchronous checkpointing stalls only for the copy of each
-GPU's shard to host memory (``ckpt_host_copy_gbps``); the write then runs in the background and the
+Stall: synchronous checkpointing (``ckpt_mode: sync``, Megatron's default) stalls training for the whole
+write ("minute-level stalls", ByteCheckpoint S60). Asynchronous checkpointing stalls for a fixed
+``ckpt_async_fixed_s`` (planning, barrier and staging setup; PyTorch DCP async save, X16) plus the copy of
+each GPU's shard to host memory (``ckpt_host_copy_gbps``); the write then runs in the background and the
 checkpoint is durable ``ckpt_lag_s`` later (MegaScale, Nebula, NeMo, PyTorch DCP async save; S56).
+
+Interval (S100): Young (1974) T = sqrt(2 delta M); Daly (2006)
+T = sqrt(2 delta M) [1 + sqrt(delta/(2M))/3 + delta/(18 M)] - delta for delta < 2M, else M, with delta the
+stall and M the job's mean time between unexpected interruptions (``gpu_mtbi_h`` / n_gpus, as
+objectives.reliability). ``ckpt_every_s`` fixes T instead. Whatever sets it, the interval is at least
+``INTERVAL_OVER_WRITE`` = 3 write times and one training step:
+
+    ckpt_interval_s = max(Daly T or ckpt_every_s, 3 x ckpt_write_s, step_time_s)
+
+The factor 3 is a design rule, not Young's or Daly's: an asynchronous write must finish before the next
+checkpoint starts (T >= write: one checkpoint in flight), and a margin of 3 keeps the file system at most a
+third busy with checkpoints, for the spread of thousands of writers, the dataset's reads and a restart's
+read. For synchronous checkpoints Daly's own optimum is 3 writes exactly when the write is 0.151 M (then
+the stalls already take a quarter of the time, :func:`sync_write_limit_s`).
+
+Storage (storage.yaml): a shared file system of ``storage_units`` building blocks. The model buys enough
+units to hold ``ckpt_keep`` checkpoints plus the tokenized dataset (``train_tokens`` x 2 bytes per token for
+vocabularies under 65,500, else 4: Megatron-Core's indexed dataset, X15) AND to write a checkpoint within a
+third of its interval (``ckpt_write_budget_s``: the Young/Daly or fixed interval / 3; for sync, where the
+write is the stall, :func:`sync_write_limit_s`), but no more bandwidth than the nodes can push (n_gpus x
+``storage_link_gbps``); ``storage_units_min`` raises the count (more units buy bandwidth, a shorter sync
+stall). Where even the nodes' bandwidth is too slow, the interval stretches to 3 writes and goodput pays
+(objectives.reliability).
 """
 
 from __future__ import annotations
@@ -25,10 +44,14 @@ import numpy as np
 
 from objectives.base import Model
 
-__all__ = ["Checkpoint", "dataset_bytes_per_token", "UINT16_VOCAB_LIMIT"]
+__all__ = ["Checkpoint", "dataset_bytes_per_token", "young_interval_s", "daly_interval_s", "sync_write_limit_s",
+           "UINT16_VOCAB_LIMIT", "INTERVAL_OVER_WRITE"]
 
 #: Megatron-Core DType.optimal_dtype: uint16 tokens below this vocabulary size, int32 at or above (X15)
 UINT16_VOCAB_LIMIT = 65500
+#: design rule: a checkpoint interval is at least this many write times (module doc)
+INTERVAL_OVER_WRITE = 3.0
+SECONDS_PER_HOUR = 3600.0
 
 
 def dataset_bytes_per_token(vocab_size):
@@ -36,24 +59,52 @@ def dataset_bytes_per_token(vocab_size):
     return 4.0 - 2.0 * (np.asarray(vocab_size) < UINT16_VOCAB_LIMIT)  # np.where(v < limit, 2, 4), branch-free
 
 
+def young_interval_s(delta_s, mtbf_s):
+    """Young (1974): first-order optimum compute time between checkpoints, sqrt(2 delta M)."""
+    return np.sqrt(2.0 * np.asarray(delta_s, dtype=np.float64) * mtbf_s)
+
+
+def daly_interval_s(delta_s, mtbf_s):
+    """Daly (2006) higher-order optimum: sqrt(2dM)[1 + sqrt(d/2M)/3 + (d/2M)/9] - d for d < 2M, else M."""
+    d = np.asarray(delta_s, dtype=np.float64)
+    m = np.asarray(mtbf_s, dtype=np.float64)
+    x = d / (2.0 * m)
+    return np.where(d < 2.0 * m, np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d, m)
+
+
+def sync_write_limit_s(mtbf_s, ratio=INTERVAL_OVER_WRITE):
+    """Longest synchronous write W whose own Daly interval is ``ratio`` x W.
+
+    With W = 2 M s^2, Daly's T = 2M s (1 + s/3 + s^2/9) - 2M s^2 = ratio x 2M s^2 gives
+    s^2 - (9 ratio + 6) s + 9 = 0; the small root. Ratio 3: s = (33 - sqrt(1053)) / 2 = 0.27502, W = 0.15127 M.
+    """
+    b = 9.0 * ratio + 6.0
+    s = (b - np.sqrt(b * b - 36.0)) / 2.0
+    return 2.0 * s * s * np.asarray(mtbf_s, dtype=np.float64)
+
+
 class Checkpoint(Model):
     requires = (
         "n_gpus", "n_params", "vocab_size", "train_tokens", "dataset_tb", "ckpt_bytes_per_param", "ckpt_keep",
-        "ckpt_mode", "ckpt_host_copy_gbps", "storage_link_gbps", "storage_units_min", "storage_unit_tb",
-        "storage_unit_read_gbps", "storage_unit_write_gbps", "storage_unit_usd", "storage_unit_w",
+        "ckpt_mode", "ckpt_every_s", "ckpt_async_fixed_s", "ckpt_host_copy_gbps", "storage_link_gbps",
+        "storage_units_min", "storage_unit_tb", "storage_unit_read_gbps", "storage_unit_write_gbps",
+        "storage_unit_usd", "storage_unit_w", "gpu_mtbi_h", "step_time_s",
     )
     provides = {
         "ckpt_size_gb": "GB; one checkpoint: weights and optimizer states of every parameter",
         "storage_dataset_tb": "TB; tokenized training data on the file system (0 without train_tokens)",
         "storage_need_tb": "TB; checkpoints kept plus the dataset",
-        "storage_units": "count; file-system building blocks installed",
+        "ckpt_write_budget_s": "s; longest write the interval allows: a third of the Young/Daly or fixed interval",
+        "storage_write_need_gbps": "GB/s; write bandwidth that budget asks for (ckpt_size_gb / ckpt_write_budget_s)",
+        "storage_units": "count; file-system building blocks: for capacity and the write budget, at least storage_units_min",
         "storage_capacity_tb": "TB; usable capacity installed",
         "storage_write_gbps": "GB/s; checkpoint write bandwidth, storage or nodes, whichever is less",
         "storage_read_gbps": "GB/s; checkpoint read bandwidth, storage or nodes, whichever is less",
         "ckpt_write_s": "s; writing one checkpoint to the file system",
         "ckpt_read_s": "s; reading one checkpoint back on restart",
-        "ckpt_stall_s": "s; training stalled per checkpoint (the write if sync, the GPU-to-host copy if async)",
+        "ckpt_stall_s": "s; training stalled per checkpoint (the write if sync; setup and GPU-to-host copy if async)",
         "ckpt_lag_s": "s; after the stall, until the checkpoint is durable (0 if sync)",
+        "ckpt_interval_s": "s; compute time between checkpoints: Young/Daly or ckpt_every_s, >= 3 writes and a step",
         "storage_capex_usd": "USD; file-system units",
         "storage_power_w": "W; file-system units",
     }
@@ -65,24 +116,41 @@ class Checkpoint(Model):
                            c["train_tokens"] * dataset_bytes_per_token(c["vocab_size"]) / 1e12)
         dataset = np.where(np.isnan(c["dataset_tb"]), derived, c["dataset_tb"])
         need = c["ckpt_keep"] * size_gb / 1e3 + dataset
-        units = np.maximum(np.maximum(np.ceil(need / c["storage_unit_tb"]), np.nan_to_num(c["storage_units_min"])), 1.0)
-        links = n * c["storage_link_gbps"]  # the nodes' own bandwidth to storage
+        mtbf_s = c["gpu_mtbi_h"] * SECONDS_PER_HOUR / n  # the job's, as objectives.reliability
+        asynchronous = c["ckpt_mode"] == 1
+        stall_async = c["ckpt_async_fixed_s"] + size_gb / n / c["ckpt_host_copy_gbps"]
+        fixed = c["ckpt_every_s"]
+        budget = np.where(np.isnan(fixed),
+                          np.where(asynchronous, daly_interval_s(stall_async, mtbf_s) / INTERVAL_OVER_WRITE,
+                                   sync_write_limit_s(mtbf_s)),
+                          fixed / INTERVAL_OVER_WRITE)
+        want_gbps = size_gb / budget
+        links = n * c["storage_link_gbps"]  # the nodes' own bandwidth to storage: more units buy nothing
+        for_bandwidth = np.ceil(np.minimum(want_gbps, links) / c["storage_unit_write_gbps"])
+        for_capacity = np.ceil(need / c["storage_unit_tb"])
+        floor = np.fmax(c["storage_units_min"], 1.0)  # a blank (NaN) minimum is 1
+        units = np.maximum(np.maximum(for_capacity, for_bandwidth), floor)
         write = np.minimum(units * c["storage_unit_write_gbps"], links)
         read = np.minimum(units * c["storage_unit_read_gbps"], links)
         write_s = size_gb / write
-        asynchronous = c["ckpt_mode"] == 1
+        stall = np.where(asynchronous, stall_async, write_s)
+        optimum = np.where(np.isnan(fixed), daly_interval_s(stall, mtbf_s), fixed)
+        interval = np.maximum(np.maximum(optimum, INTERVAL_OVER_WRITE * write_s), c["step_time_s"])
         return {
             "ckpt_size_gb": size_gb,
             "storage_dataset_tb": dataset,
             "storage_need_tb": need,
+            "ckpt_write_budget_s": budget,
+            "storage_write_need_gbps": want_gbps,
             "storage_units": units,
             "storage_capacity_tb": units * c["storage_unit_tb"],
             "storage_write_gbps": write,
             "storage_read_gbps": read,
             "ckpt_write_s": write_s,
             "ckpt_read_s": size_gb / read,
-            "ckpt_stall_s": np.where(asynchronous, size_gb / n / c["ckpt_host_copy_gbps"], write_s),
+            "ckpt_stall_s": stall,
             "ckpt_lag_s": np.where(asynchronous, write_s, 0.0),
+            "ckpt_interval_s": interval,
             "storage_capex_usd": units * c["storage_unit_usd"],
             "storage_power_w": units * c["storage_unit_w"],
         }

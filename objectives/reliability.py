@@ -7,11 +7,8 @@ a job of n GPUs is interrupted n times as often: a 16,384-GPU job every 50,677/1
 and every 2.78 h counting planned stops (the report's 466 in 54 days). Epoch's H100 MTBF of 50,000 hours
 (S61) agrees.
 
-Checkpoint interval (S100): Young (1974) T = sqrt(2 delta M); Daly (2006)
-T = sqrt(2 delta M) [1 + sqrt(delta/(2M))/3 + delta/(18 M)] - delta for delta < 2M, else M, with delta the
-stall per checkpoint (``ckpt_stall_s``) and M the job's mean time between unexpected interruptions. The
-interval is Daly's unless a space fixes ``ckpt_every_s``, and never shorter than a training step nor, when
-checkpoints are asynchronous, than the previous checkpoint's background write (``ckpt_lag_s``).
+Checkpoint interval: ``ckpt_interval_s`` from objectives.checkpoint (Young 1974 / Daly 2006, S100, or a
+fixed ``ckpt_every_s``; never under three checkpoint writes nor one training step).
 
 Goodput, the fraction of wall-clock time that advances training: Daly's (2006) expected wall time per
 segment of T seconds of work, with exponential failures and a restart R (``restart_fixed_s`` plus reading
@@ -32,23 +29,10 @@ import numpy as np
 
 from objectives.base import Model
 
-__all__ = ["Reliability", "young_interval_s", "daly_interval_s", "daly_goodput"]
+__all__ = ["Reliability", "daly_goodput"]
 
 SECONDS_PER_HOUR = 3600.0
 _EXP_MAX = 700.0  # exp() stays finite; beyond it the goodput is 0 to double precision anyway
-
-
-def young_interval_s(delta_s, mtbf_s):
-    """Young (1974): first-order optimum compute time between checkpoints, sqrt(2 delta M)."""
-    return np.sqrt(2.0 * np.asarray(delta_s, dtype=np.float64) * mtbf_s)
-
-
-def daly_interval_s(delta_s, mtbf_s):
-    """Daly (2006) higher-order optimum: sqrt(2dM)[1 + sqrt(d/2M)/3 + (d/2M)/9] - d for d < 2M, else M."""
-    d = np.asarray(delta_s, dtype=np.float64)
-    m = np.asarray(mtbf_s, dtype=np.float64)
-    x = d / (2.0 * m)
-    return np.where(d < 2.0 * m, np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d, m)
 
 
 def daly_goodput(interval_s, delta_s, restart_s, mtbf_s):
@@ -61,13 +45,12 @@ def daly_goodput(interval_s, delta_s, restart_s, mtbf_s):
 
 class Reliability(Model):
     requires = (
-        "n_gpus", "gpu_mtbi_h", "gpu_planned_mtbi_h", "restart_fixed_s", "ckpt_every_s", "ckpt_stall_s",
-        "ckpt_lag_s", "ckpt_read_s", "step_time_s", "time_to_train_ideal_days",
+        "n_gpus", "gpu_mtbi_h", "gpu_planned_mtbi_h", "restart_fixed_s", "ckpt_interval_s", "ckpt_stall_s",
+        "ckpt_lag_s", "ckpt_read_s", "time_to_train_ideal_days",
     )
     provides = {
         "job_mtbf_h": "h; mean time between unexpected interruptions of the whole job",
         "job_mtti_h": "h; mean time between interruptions of the job, planned ones included",
-        "ckpt_interval_s": "s; compute time between checkpoints (Young/Daly optimum unless ckpt_every_s is set)",
         "restart_s": "s; from an interruption back to training: fixed restart plus checkpoint read",
         "goodput": "fraction; wall-clock time that advances training (Daly 2006)",
         "lost_ckpt_frac": "fraction; wall-clock time in checkpoint stalls",
@@ -84,8 +67,7 @@ class Reliability(Model):
         mp = c["gpu_planned_mtbi_h"] * SECONDS_PER_HOUR / n
         delta, lag = c["ckpt_stall_s"], c["ckpt_lag_s"]
         restart = c["restart_fixed_s"] + c["ckpt_read_s"]
-        chosen = np.where(np.isnan(c["ckpt_every_s"]), daly_interval_s(delta, m), c["ckpt_every_s"])
-        interval = np.maximum(np.maximum(chosen, lag - delta), c["step_time_s"])
+        interval = c["ckpt_interval_s"]
         stop = restart + delta  # a planned interruption: a checkpoint and a restart
         planned = 1.0 / (1.0 + stop / mp)  # = M_p / (M_p + R + delta); 1 with no planned stops
         goodput = daly_goodput(interval, delta, restart + lag, m) * planned
@@ -103,7 +85,6 @@ class Reliability(Model):
         return {
             "job_mtbf_h": m / SECONDS_PER_HOUR,
             "job_mtti_h": mtti_h,
-            "ckpt_interval_s": interval,
             "restart_s": restart,
             "goodput": goodput,
             "lost_ckpt_frac": terms[0] * share,

@@ -25,11 +25,16 @@ a couple of a ring's flows over its u uplinks), and that over the oversubscripti
 pipeline sends, which spread over the fabric (``net_bw_cross_gbps``); latency = the calibrated NCCL network
 latency (S28) + hops * net_hop_latency_s on every scale-out message (the longest path, conservatively).
 
+Each GPU's port runs at ``nic_gbps`` = min(its system's NIC, the fabric's port; objectives.catalog): the
+fabric sets switches, optics and NICs, the system how fast a GPU can drive them.
+
 Cost and power (networks.yaml; hardware-catalog 2.5): switches, transceivers (two port-ends per cable),
-cables, one NIC per GPU, and, where the scale-up domain is larger than one server's (``scaleup_size`` >
-``server_gpus``, e.g. NVL72-style domains built from HGX-class GPUs), NVLink switch trays per GPU
-(prices.yaml). Power counts switches and the switch-side transceivers; the NIC and its transceiver draw
-from the server's power budget (gpus.yaml server_w_per_gpu).
+cables and one NIC per GPU (the dearer of the system's, gpus.yaml nic_usd, and the fabric's). The NVLink domain is the GPU system's (gpus.yaml: an NVL72 rack's price and
+power already hold its 9 NVLink switch trays, X13/S66). A design that sets ``scaleup_size`` beyond its
+system's (``scaleup_size`` > ``server_gpus``: a 72-GPU domain of HGX B200s) is a what-if, not a product:
+it pays NVLink switches for the extension at ``scaleup_switch_usd_per_gpu`` and ``_w_per_gpu`` per GPU
+(prices.yaml, an NVL72's trays per GPU). Power counts switches and the switch-side transceivers; the NIC
+and its transceiver draw from the server's power budget (gpus.yaml server_w_per_gpu).
 """
 
 from __future__ import annotations
@@ -126,9 +131,9 @@ class Topology(Model):
         "net_capex_switch_usd": "USD; scale-out switches",
         "net_capex_optics_usd": "USD; transceivers and cables",
         "net_capex_nic_usd": "USD; one NIC per GPU",
-        "net_capex_scaleup_usd": "USD; NVLink switch trays where the domain exceeds one server's",
+        "net_capex_scaleup_usd": "USD; what-if NVLink switches where scaleup_size exceeds the system's",
         "net_capex_usd": "USD; the fabric (sum of net_capex_*)",
-        "net_power_w": "W; switches, switch-side transceivers and NVLink switch trays",
+        "net_power_w": "W; switches, switch-side transceivers and any what-if NVLink switches",
     }
 
     def compute(self, c, cal):

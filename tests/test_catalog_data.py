@@ -141,6 +141,31 @@ def test_other_reference_numbers(gpus):
             assert val(gpus, gid, "scaleup_size") == 8, gid
 
 
+def test_every_gpu_is_a_system_that_fixes_its_nvlink_domain(gpus):
+    """A gpus.yaml entry is the GPU as sold in one system: an HGX/DGX or OAM 8-GPU server (8-GPU domain, one
+    price per 8) or an NVL72 rack (72-GPU domain with its 9 NVLink switch trays, one price per 72, built into
+    a liquid-cooled facility at $20M per MW of IT, S50/S69). The NIC is the system's: GB200 trays carry
+    400G ConnectX-7 (X13), GB300 trays 800G ConnectX-8 (X6)."""
+    import re
+    text = (CATALOG / "SOURCES.md").read_text()
+    for gid, spec in gpus.items():
+        e = spec.get("system")
+        assert isinstance(e, dict) and set(e) == {"value", "source", "confidence"}, gid
+        assert isinstance(e["value"], str) and len(e["source"]) >= 20 and e["confidence"] in CONFIDENCE, gid
+        for key in re.findall(r"\b([SX]\d+)\b", e["source"] + spec.get("facility_usd_per_mw", {}).get("source", "")):
+            assert f"[{key}]" in text, (gid, key)
+        rack = "NVL72 rack" in e["value"]
+        size = 72 if rack else 8
+        assert val(gpus, gid, "scaleup_size") == val(gpus, gid, "server_gpus") == size, gid
+        assert ("8-GPU" in e["value"]) != rack, gid
+        if rack:
+            assert val(gpus, gid, "facility_usd_per_mw") == 20_000_000, gid
+        else:
+            assert "facility_usd_per_mw" not in spec, gid  # prices.yaml's average build price
+    assert {gid for gid in gpus if "NVL72 rack" in gpus[gid]["system"]["value"]} == {"gb200", "gb300"}
+    assert "ConnectX-7" in val(gpus, "gb200", "system") and "ConnectX-8" in val(gpus, "gb300", "system")
+
+
 def test_gpu_numeric_sanity(gpus):
     for gid, spec in gpus.items():
         v = {f: spec[f]["value"] for f in GPU_FIELDS}

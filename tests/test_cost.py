@@ -113,3 +113,20 @@ def test_prices_catalog_has_sources():
             assert set(e) == {"value", "source", "confidence"} and e["value"] > 0, (gid, f)
             for key in re.findall(r"(?<![\w-])([SX]\d+)\b", e["source"]):
                 assert f"[{key}]" in sources, (gid, f, key)
+
+
+def test_an_nvl72_rack_is_priced_as_a_liquid_cooled_system():
+    """1,008 GPUs = 14 NVL72 racks. GB200: the rack ~$3.1M / 72 less a $2,000 NIC = $41,056 a GPU (S66),
+    its switch trays and Grace CPUs included, no what-if NVLink switches; 126 kW / 72 = 1,750 W a GPU at the
+    maximum (S79/S70); the facility at $20M per MW of IT for a liquid-cooled rack (S50/S69), not the $10.7M
+    average (S68). The same GPUs as DGX B200 servers: $62,375 a GPU, 1,787.5 W, $10.7M per MW."""
+    rows = dict(DESIGN, gpu=np.array(["gb200", "b200"]), n_gpus=np.full(2, 1008.0), global_batch=1008, pp=2)
+    out = objectives.evaluate(rows)
+    np.testing.assert_array_equal(out["capex_servers_usd"], [1008 * 41_056, 1008 * 62_375])
+    np.testing.assert_array_equal(out["net_capex_scaleup_usd"], [0, 0])
+    peak = (1008 * np.array([1750.0, 1787.5]) + out["net_power_w"] + out["storage_power_w"]) / 1e6
+    np.testing.assert_allclose(out["power_it_peak_mw"], peak)
+    np.testing.assert_allclose(out["capex_facility_usd"], peak * np.array([20e6, 10.7e6]))
+    # a space's facility price is a what-if over the system's
+    flat = objectives.evaluate(dict(rows, facility_usd_per_mw=10.7e6))
+    np.testing.assert_allclose(flat["capex_facility_usd"], peak * 10.7e6)

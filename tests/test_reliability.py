@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from objectives.calibration import Calibration
-from objectives.reliability import Reliability, daly_goodput, daly_interval_s, young_interval_s
+from objectives.checkpoint import daly_interval_s, young_interval_s
+from objectives.reliability import Reliability, daly_goodput
 from conftest import evaluate_405b
 
 
@@ -48,8 +49,9 @@ def test_daly_goodput():
 
 def _cols(**over):
     """Reliability's inputs for one 16,384-GPU row, Llama 3 rates, no planned stops unless set."""
+    m = 50677.0 * 3600 / 16384
     c = dict(n_gpus=16384.0, gpu_mtbi_h=50677.0, gpu_planned_mtbi_h=np.inf, restart_fixed_s=600.0,
-             ckpt_every_s=np.nan, ckpt_stall_s=75.0, ckpt_lag_s=0.0, ckpt_read_s=47.0, step_time_s=6.0,
+             ckpt_interval_s=daly_interval_s(75.0, m), ckpt_stall_s=75.0, ckpt_lag_s=0.0, ckpt_read_s=47.0,
              time_to_train_ideal_days=60.0)
     c.update(over)
     return {k: np.atleast_1d(np.float64(v)) for k, v in c.items()}
@@ -58,8 +60,9 @@ def _cols(**over):
 def test_goodput_and_time_to_train():
     out = Reliability()(_cols(), Calibration.load())
     m = 50677.0 * 3600 / 16384  # 11,135 s
-    t = daly_interval_s(75.0, m)  # sqrt(2 x 75 x 11,135) = 1,292 s, Daly-corrected 1,232 s
-    assert out["ckpt_interval_s"][0] == pytest.approx(t)
+    # sqrt(2 x 75 x 11,135) = 1,292.39 s; x 1.019718 (sqrt(x) = 0.058032) - 75 = 1,242.87 s (the interval given)
+    t = daly_interval_s(75.0, m)
+    assert t == pytest.approx(1242.87, abs=0.01)
     assert out["restart_s"][0] == 647.0
     g = t / (m * math.exp(647.0 / m) * math.expm1((t + 75.0) / m))
     assert out["goodput"][0] == pytest.approx(g)
@@ -76,16 +79,12 @@ def test_planned_stops_and_async_lag():
     # planned stops every M_p = 451,780 x 3,600 / 16,384 = 99,267 s cost R + delta = 722 s each
     mp = 451780.0 * 3600 / 16384
     assert planned["goodput"][0] == pytest.approx(plain["goodput"][0] * mp / (mp + 647.0 + 75.0))
-    # asynchronous: a 0.014 s stall, but the next checkpoint waits for the 75 s write, and each failure
-    # also loses the write lag; still far better than stalling 75 s
-    asyn = Reliability()(_cols(ckpt_stall_s=0.014, ckpt_lag_s=75.0), Calibration.load())
-    assert asyn["ckpt_interval_s"][0] == pytest.approx(75.0 - 0.014)
+    # asynchronous: a 6 s stall, every 362 s (objectives.checkpoint), but each failure also loses the 75 s
+    # write lag; still far better than stalling 75 s
+    asyn = Reliability()(_cols(ckpt_stall_s=6.0, ckpt_lag_s=75.0, ckpt_interval_s=362.0), Calibration.load())
+    m = 50677.0 * 3600 / 16384
+    assert asyn["goodput"][0] == pytest.approx(362.0 / (m * math.exp(722.0 / m) * math.expm1(368.0 / m)))
     assert asyn["goodput"][0] > plain["goodput"][0]
-    # a fixed interval is kept, but never below one training step
-    fixed = Reliability()(_cols(ckpt_every_s=1800.0), Calibration.load())
-    assert fixed["ckpt_interval_s"][0] == 1800.0
-    tiny = Reliability()(_cols(ckpt_every_s=1.0), Calibration.load())
-    assert tiny["ckpt_interval_s"][0] == 6.0
 
 
 def test_whole_pipeline_llama3_goodput_is_plausible():

@@ -83,6 +83,10 @@ BAD = [
     ("constraints: ['power <= 30']\n", "bad.yaml: constraints[0]: unknown column 'power'; valid: "),
     ("workload: {model: gpt5}\n", "bad.yaml: workload.model: unknown model 'gpt5'; valid: "),
     ("cluster: {n_heads: 0}\n", "bad.yaml: cluster.n_heads: the model rejects this space: "),
+    ("cluster: {network: [ib-ndr-400, nvl72-ib-xdr-800]}\n",
+     "bad.yaml: cluster.network[1]: network 'nvl72-ib-xdr-800' was removed: a 72-GPU NVLink domain belongs to the "
+     "GPU's system, not to the scale-out network; use gpu: gb200 or gb300 with network: ib-xdr-800, or keep the "
+     "GPU and set scaleup_size: 72 as a what-if"),
 ]
 
 
@@ -131,3 +135,25 @@ def test_cli_sweep_prints_the_front_and_resumes(tmp_path):
     assert RunStore(tmp_path / "run").read_trials()["trial"].tolist() == list(range(24))
     bad = subprocess.run([sys.executable, "-m", "dse.cli", "sweep", "missing.yaml"], cwd=tmp_path, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.strip() == "dse sweep: error: missing.yaml: no such space file"
+
+
+def test_a_table_naming_the_removed_network_is_one_line_and_exit_2(tmp_path, capsys):
+    table = tmp_path / "designs.csv"
+    table.write_text("model,gpu,n_gpus,global_batch,network\n"
+                     "llama3-70b,b200,1024,1024,ib-xdr-800\n"
+                     "llama3-70b,h200-sxm,1152,1152,nvl72-ib-xdr-800\n")
+    assert main(["evaluate", str(table), "-o", str(tmp_path / "out.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "network 'nvl72-ib-xdr-800' was removed" in err and "gpu: gb200 or gb300" in err
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_the_405b_space_names_real_systems_in_whole_racks():
+    """GPU counts are whole NVL72 racks and whole 8-GPU servers; the fabric never sets the NVLink domain."""
+    spec = load_spec(ROOT / "spaces" / "llama3.1-405b.yaml")
+    dims = {d.name: d for d in spec.dimensions}
+    assert set(dims["gpu"].values) == {"b200", "gb200", "gb300"}
+    assert all(n % 72 == 0 and n % 8 == 0 for n in dims["n_gpus"].values)
+    assert "scaleup_size" not in dims
+    assert set(dims["network"].values) == {"ib-ndr-400", "ib-xdr-800"}

@@ -131,20 +131,53 @@ def test_a_row_without_a_network_keeps_the_calibrated_network():
     assert list(ids) == ["ib-ndr-200", "ib-ndr-200", "ib-ndr-400", "ib-xdr-800"]
 
 
-def test_named_network_sets_nic_and_scaleup_unless_the_row_does():
-    table = _fixed(network=np.array(["ib-xdr-800", "nvl72-ib-xdr-800", "nvl72-ib-xdr-800", "roce-400"]),
-                   gpu="b200", n_gpus=np.array([16128.0] * 4), tp=8, pp=14,
-                   scaleup_size=np.array([np.nan, np.nan, 8.0, np.nan]))
+def test_a_gpu_runs_at_the_lesser_of_its_system_nic_and_the_fabric_port():
+    """The fabric sets switches and NICs; the system how fast a GPU drives them: HGX B200 and GB200 carry
+    400G ConnectX-7 (50 GB/s), GB300 800G ConnectX-8 (100 GB/s). On XDR 800 (100 GB/s ports) that is 50,
+    50 and 100; a GB300 on NDR 400 runs at 50; a B200 on RoCE 400 at 50. A table's nic_gbps is a what-if
+    and wins (B200 at 100 on XDR)."""
+    table = _fixed(gpu=np.array(["b200", "gb200", "gb300", "gb300", "b200", "b200"]),
+                   network=np.array(["ib-xdr-800", "ib-xdr-800", "ib-xdr-800", "ib-ndr-400", "roce-400", "ib-xdr-800"]),
+                   n_gpus=np.full(6, 16128.0), tp=8, pp=14,
+                   nic_gbps=np.array([np.nan, np.nan, np.nan, np.nan, np.nan, 100.0]))
     _, cols = prepare(table)
-    np.testing.assert_array_equal(cols["nic_gbps"], [100, 100, 100, 50])
-    np.testing.assert_array_equal(cols["scaleup_size"], [8, 72, 8, 8])  # the row's own 8 wins over NVL72
+    np.testing.assert_array_equal(cols["nic_gbps"], [50, 50, 100, 50, 50, 100])
+    np.testing.assert_array_equal(cols["net_port_gbps"], [100, 100, 100, 50, 50, 100])
     out = objectives.evaluate(table)
-    # a B200 (8-GPU server) in a 72-GPU domain pays for NVLink switch trays: 16,128 x $6,250
-    np.testing.assert_array_equal(out["net_capex_scaleup_usd"], [0, 16128 * 6250, 0, 0])
-    np.testing.assert_array_equal(out["net_eff_rel"], [1, 1, 1, 0.968])
-    # a GB200 rack already is a 72-GPU domain: nothing added
-    gb = objectives.evaluate(_fixed(gpu="gb200", n_gpus=16128, pp=14, network="nvl72-ib-xdr-800"))
-    assert gb["net_capex_scaleup_usd"][0] == 0
+    # one NIC per GPU at the dearer of the system's and the fabric's: a ConnectX-8 ($3,250) bought for a B200
+    # on XDR still runs at 400G; a GB300 tray keeps its ConnectX-8 on NDR 400 ($3,250, not the fabric's $2,000)
+    np.testing.assert_array_equal(out["net_capex_nic_usd"], 16128 * np.array([3250, 3250, 3250, 3250, 2000, 3250]))
+    priced = objectives.evaluate(dict(table, net_nic_usd=1000.0))  # a table's NIC price is a what-if
+    np.testing.assert_array_equal(priced["net_capex_nic_usd"], np.full(6, 16128 * 1000.0))
+    # the collectives see the GPU's rate: 50 x 0.93 = 46.5 GB/s on the B200 row, 93 on the GB300 row
+    cal = Calibration.load()
+    np.testing.assert_allclose(out["net_bw_out_gbps"][[0, 2]], [50 * cal.scaleout_eff, 100 * cal.scaleout_eff])
+
+
+def test_the_nvlink_domain_is_the_systems_and_a_larger_one_is_a_priced_what_if():
+    """HGX B200 is an 8-GPU NVLink domain, a GB200 NVL72 rack a 72-GPU one (its switch trays in the rack
+    price); no network changes that. scaleup_size: 72 on B200s is a what-if: NVLink switches for the
+    extension at $6,250 and 190 W per GPU (prices.yaml), 16,128 x 6,250 = $100.8M."""
+    table = _fixed(gpu=np.array(["b200", "gb200", "b200", "gb200"]), network="ib-xdr-800",
+                   n_gpus=np.full(4, 16128.0), tp=8, pp=14, scaleup_size=np.array([np.nan, np.nan, 72.0, 8.0]))
+    _, cols = prepare(table)
+    np.testing.assert_array_equal(cols["scaleup_size"], [8, 72, 72, 8])
+    np.testing.assert_array_equal(cols["server_gpus"], [8, 72, 8, 72])
+    out = objectives.evaluate(table)
+    np.testing.assert_array_equal(out["net_capex_scaleup_usd"], [0, 0, 16128 * 6250, 0])
+    base = objectives.evaluate(_fixed(gpu="b200", network="ib-xdr-800", n_gpus=16128, tp=8, pp=14))
+    assert out["net_power_w"][2] - base["net_power_w"][0] == pytest.approx(16128 * 190)
+    assert "scaleup_size" not in catalog.NETWORK_FIELDS
+
+
+def test_the_removed_nvl72_network_names_what_to_use():
+    with pytest.raises(objectives.InputError) as err:
+        objectives.evaluate(_fixed(gpu="b200", network=np.array(["ib-xdr-800", "nvl72-ib-xdr-800"]),
+                                   n_gpus=np.full(2, 16384.0)))
+    text = str(err.value)
+    assert "row 1, column 'network': network 'nvl72-ib-xdr-800' was removed" in text
+    assert "gpu: gb200 or gb300 with network: ib-xdr-800" in text and "scaleup_size: 72 as a what-if" in text
+    assert "\n" not in text
 
 
 def test_unknown_network_is_a_clear_input_error():
@@ -154,7 +187,8 @@ def test_unknown_network_is_a_clear_input_error():
 
 def test_network_catalog_has_sources():
     raw = yaml.safe_load((CATALOG / "networks.yaml").read_text())["networks"]
-    assert {"ib-ndr-400", "ib-xdr-800", "roce-400", "nvl72-ib-xdr-800"} <= set(raw)
+    assert {"ib-ndr-400", "ib-xdr-800", "roce-400"} <= set(raw)
+    assert not set(raw) & set(catalog.REMOVED["network"])
     sources = (CATALOG / "SOURCES.md").read_text()
     for nid, spec in raw.items():
         for f in catalog.NETWORK_FIELDS:
@@ -162,6 +196,7 @@ def test_network_catalog_has_sources():
             assert set(e) == {"value", "source", "confidence"}, (nid, f)
             assert e["confidence"] in {"spec", "meas", "rep", "est", "rec"}, (nid, f)
             assert len(e["source"]) >= 20, (nid, f)
-            assert e["value"] is None if f == "scaleup_size" and nid != "nvl72-ib-xdr-800" else e["value"] > 0, (nid, f)
+            assert e["value"] > 0, (nid, f)
             for key in re.findall(r"(?<![\w-])([SX]\d+)\b", e["source"]):
                 assert f"[{key}]" in sources, (nid, f, key)
+        assert "scaleup_size" not in spec and "nic_gbps" not in spec, nid  # the system's, not the fabric's

@@ -1,16 +1,24 @@
-"""Sourced catalogs (GPUs, models, networks, storage, prices) and their expansion into design-table columns.
+"""Sourced catalogs (GPU systems, models, networks, storage, prices) and their expansion into design-table columns.
 
 Each number in ``gpus.yaml``, ``models.yaml``, ``networks.yaml``, ``storage.yaml`` and ``prices.yaml``
 carries its source; ``SOURCES.md`` lists them. A table row names a catalog id (``gpu: h100-sxm``,
 ``model: llama3-70b``, ``network: ib-ndr-400``, ``storage: pfs-large``) and gets that entry's numeric
 columns, except where the table already has the column: that is a what-if override (``gpu_hbm_tbps: 8``).
 
-Networks: a row that names a network gets its NIC speed (``nic_gbps``) and, for an NVL72 fabric, its
-scale-up size, over the GPU's, unless the table gives those columns. A row that names none (or leaves the
-cell blank) is costed as its GPU's natural fabric (:func:`natural_network`: InfiniBand at the GPU's NIC
-speed) and keeps the training model's calibrated network in the step-time model: its NIC speed stays the
-GPU's and its switch-hop latency is 0 (the calibrated NCCL latency stands for the whole path). Storage: a
-row that names none gets :data:`DEFAULT_STORAGE`. ``prices.yaml`` holds the defaults of the economic and
+GPUs are systems: each ``gpus.yaml`` entry is the GPU as sold in one platform (``system``: an HGX/DGX
+8-GPU server, a GB200/GB300 NVL72 rack), which fixes its NVLink domain (``scaleup_size``), its NIC
+(``nic_gbps``), its price, power and, for liquid-cooled racks, its facility price per MW. A table that
+sets ``scaleup_size`` beyond the system's own asks a what-if: NVLink switches that extend the domain
+(priced by objectives.topology).
+
+Networks: a row that names a network gets its fabric (switches, optics, NICs) and runs each GPU at
+min(system NIC, fabric port ``net_port_gbps``), unless the table gives ``nic_gbps``; its one NIC per GPU
+costs the dearer of the system's (``nic_usd``) and the fabric's (``net_nic_usd``). A row that names none
+(or leaves the cell blank) is costed as its GPU's natural fabric (:func:`natural_network`: InfiniBand at
+the GPU's NIC speed) and keeps the training model's calibrated network in the step-time model: its NIC
+speed stays the GPU's and its switch-hop latency is 0 (the calibrated NCCL latency stands for the whole
+path). A removed id (:data:`REMOVED`) is an InputError that names what to use instead. Storage: a row
+that names none gets :data:`DEFAULT_STORAGE`. ``prices.yaml`` holds the defaults of the economic and
 operating columns (:func:`operating_defaults`).
 """
 
@@ -24,20 +32,20 @@ import yaml
 
 from objectives.table import CATEGORIES, InputError, factorize, is_constant
 
-__all__ = ["GPU_FIELDS", "MODEL_FIELDS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "gpus", "models",
-           "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids", "operating_defaults",
-           "natural_network", "expand"]
+__all__ = ["GPU_FIELDS", "MODEL_FIELDS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
+           "systems", "models", "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids",
+           "operating_defaults", "natural_network", "expand"]
 
 HERE = Path(__file__).parent
 
 GPU_FIELDS = (
     "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops",
     "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3",
-    "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "nic_gbps", "gpu_tdp_w",
-    "server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr",
+    "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "nic_gbps", "nic_usd", "gpu_tdp_w",
+    "server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr", "facility_usd_per_mw",
 )
 NETWORK_FIELDS = (
-    "nic_gbps", "scaleup_size", "net_switch_radix", "net_eff_rel", "net_hop_latency_s", "net_switch_usd",
+    "net_port_gbps", "net_switch_radix", "net_eff_rel", "net_hop_latency_s", "net_switch_usd",
     "net_switch_w", "net_optic_usd", "net_optic_w", "net_cable_usd", "net_nic_usd",
 )
 STORAGE_FIELDS = (
@@ -48,8 +56,14 @@ STORAGE_FIELDS = (
 DEFAULT_STORAGE = "pfs-large"
 #: natural fabric by the GPU's NIC speed (GB/s per GPU): up to 25 -> 200G, up to 50 -> 400G, above -> 800G
 _NATURAL = ((25.0, "ib-ndr-200"), (50.0, "ib-ndr-400"), (np.inf, "ib-xdr-800"))
-# fields a named network sets over the GPU's own (unless the table gives them)
-_NET_OVER_GPU = ("nic_gbps", "scaleup_size")
+#: ids taken out of a catalog -> what to use instead (one InputError line)
+REMOVED = {
+    "network": {
+        "nvl72-ib-xdr-800": "was removed: a 72-GPU NVLink domain belongs to the GPU's system, not to the "
+                            "scale-out network; use gpu: gb200 or gb300 with network: ib-xdr-800, or keep the "
+                            "GPU and set scaleup_size: 72 as a what-if (NVLink switches priced per GPU)",
+    },
+}
 MODEL_FIELDS = (
     "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
     "seq_len", "moe_experts", "moe_topk", "tied_embeddings",
@@ -80,6 +94,13 @@ def gpus() -> dict[str, dict[str, float]]:
 
 
 @functools.cache
+def systems() -> dict[str, str]:
+    """GPU id -> the system it is sold in (gpus.yaml ``system``: HGX 8-GPU server, NVL72 rack, ...)."""
+    raw = yaml.safe_load((HERE / "gpus.yaml").read_text())["gpus"]
+    return {gid: str(_value(spec["system"])) for gid, spec in raw.items()}
+
+
+@functools.cache
 def models() -> dict[str, dict[str, float]]:
     """Model id -> {field: value}; ffn_kind encoded, d_head defaulting to d_model / n_heads."""
     raw = yaml.safe_load((HERE / "models.yaml").read_text())["models"]
@@ -100,7 +121,7 @@ def models() -> dict[str, dict[str, float]]:
 
 @functools.cache
 def networks() -> dict[str, dict[str, float]]:
-    """Network id -> {field: value} (NaN where the fabric leaves a field to the GPU: scaleup_size)."""
+    """Network id -> {field: value}."""
     raw = yaml.safe_load((HERE / "networks.yaml").read_text())["networks"]
     return {nid: {f: _value(spec.get(f)) for f in NETWORK_FIELDS} for nid, spec in raw.items()}
 
@@ -213,6 +234,8 @@ def _id_codes(cols: dict, key: str, catalog: dict) -> np.ndarray:
             continue
         if label not in catalog:
             row = int(np.argmax(inverse == i))
+            if label in REMOVED.get(key, {}):
+                raise InputError(f"{key} '{label}' {REMOVED[key][label]}", column=key, row=row)
             raise InputError(f"unknown {key} '{label}'; known: {', '.join(sorted(catalog))}", column=key, row=row)
         lut[i] = names.index(label)
     return lut.take(inverse)
@@ -226,8 +249,17 @@ def _lookup(codes: np.ndarray, catalog: dict, fields: tuple[str, ...], cols: dic
     return _override(list(luts.take(codes, axis=1)), fields, cols)  # every field in one gather
 
 
+def _rowwise(fn, n: int, *columns) -> np.ndarray:
+    """``fn`` over n-row columns (or scalars); a constant result stays a constant view when every input is one."""
+    arrays = [np.broadcast_to(np.asarray(c), (n,)) for c in columns]
+    if all(is_constant(a) or n <= 1 for a in arrays):
+        return np.broadcast_to(fn(*(a[:1] for a in arrays)), (n,))
+    return fn(*arrays)
+
+
 def _expand_network(cols: dict, out: dict) -> dict:
-    """Network columns of every row: the named fabric, or the GPU's natural one (see the module doc)."""
+    """Network columns of every row: the named fabric, or the GPU's natural one (see the module doc); a
+    named fabric runs each GPU at min(system NIC, fabric port) unless the table gives ``nic_gbps``."""
     n = len(next(iter(cols.values())))
     catalog = networks()
     codes = _id_codes(cols, "network", catalog)
@@ -246,20 +278,21 @@ def _expand_network(cols: dict, out: dict) -> dict:
             codes = np.where(named, codes, natural) if named.any() else natural
     hop_latency = cols.get("net_hop_latency_s")
     keep = named | (np.isfinite(np.asarray(hop_latency, dtype=np.float64)) if hop_latency is not None else False)
-    own = tuple(f for f in NETWORK_FIELDS if f not in _NET_OVER_GPU)
-    res = _lookup(codes, catalog, own if keep.any() else tuple(f for f in own if f != "net_hop_latency_s"), cols)
-    if named.any():
-        over = _lookup(codes, catalog, _NET_OVER_GPU, {})
-        for f in _NET_OVER_GPU:  # user value > named network's > GPU's
-            base = np.asarray(out[f], dtype=np.float64) if f in out else np.full(n, np.nan)
-            given = np.isfinite(np.asarray(cols[f], dtype=np.float64)) if f in cols else False
-            take = named & ~given & np.isfinite(over[f])
-            if take.any():
-                res[f] = np.where(take, over[f], base)
+    fields = NETWORK_FIELDS if keep.any() else tuple(f for f in NETWORK_FIELDS if f != "net_hop_latency_s")
+    res = _lookup(codes, catalog, fields, cols)
+    if named.any():  # the lesser of the system's NIC and the fabric's port (a missing one defers to the other)
+        system = out["nic_gbps"] if "nic_gbps" in out else np.nan
+        given = np.isfinite(np.asarray(cols["nic_gbps"], dtype=np.float64)) if "nic_gbps" in cols else False
+        res["nic_gbps"] = _rowwise(lambda s, p, code, g: np.where((code >= 0) & ~g, np.fmin(s, p), s), n, system,
+                                   res["net_port_gbps"], codes, given)
+    if "nic_usd" in out:  # one NIC per GPU: the dearer of the system's own and the fabric's; a table's stays
+        given = np.isfinite(np.asarray(cols["net_nic_usd"], dtype=np.float64)) if "net_nic_usd" in cols else False
+        res["net_nic_usd"] = _rowwise(lambda f, s, g: np.where(g, f, np.fmax(f, s)), n, res["net_nic_usd"],
+                                      out["nic_usd"], given)
     if not keep.all():  # unnamed rows: the calibrated NCCL latency covers the path
         res["net_hop_latency_s"] = np.where(keep, res["net_hop_latency_s"], 0.0) if keep.any() \
             else np.broadcast_to(0.0, (n,))
-    return {f: res[f] for f in own + _NET_OVER_GPU if f in res}  # in catalog order
+    return {f: res[f] for f in NETWORK_FIELDS + ("nic_gbps",) if f in res}  # in catalog order
 
 
 def expand(cols: dict, distinct: dict | None = None) -> dict:
