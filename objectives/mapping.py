@@ -108,7 +108,10 @@ def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str
             gone = np.setdiff1d(owner, owner[keep])  # rows whose last candidates this stage drops
             if len(gone):
                 passed = np.stack([np.bincount(owner, np.broadcast_to(ok, owner.shape), minlength=len(lost_rule))[gone] for ok in oks])
-                lost_rule[gone] = np.array([r.code for r in rules])[np.argmax(passed == 0, axis=0)]
+                # a rule of given columns alone is named by the model on the fallback (the given mapping's own
+                # numbers); one that read a searched column says no candidate passed it
+                codes = np.array([r.code if set(r.reads) & set(searched) else 0 for r in rules])
+                lost_rule[gone] = codes[np.argmax(passed == 0, axis=0)]
             owner = owner[keep]
             cand = {k: v[keep] for k, v in cand.items()}
     lost = np.setdiff1d(rows, owner)
