@@ -102,19 +102,52 @@ def pipeline_split(n_layers, pp, vp, first=None, last=None, stack=None) -> Split
 
     Balance counts the embedding and the loss as one layer each on the first and last stage; ties go to the
     even split, then the account-for forms, then explicit first/last counts. ``first`` / ``last``: the
-    user's stage layer counts (NaN = not set); where either is set, only that split is considered."""
+    user's stage layer counts (NaN = not set); where either is set, only that split is considered.
+
+    Where the even split exists no other form is more balanced (L and L+1 or L+2 are both multiples of
+    pp*vp only for pp*vp <= 2, a tie; a first/last form moving layers off the ends adds at least one layer
+    of vp to the middle): the other forms are computed only for the rows without it."""
     L, p, v = (np.asarray(x, dtype=np.float64) for x in (n_layers, pp, vp))
     shape = np.broadcast_shapes(L.shape, p.shape, v.shape, *(np.shape(x) for x in (first, last, stack) if x is not None))
-    nan = np.full(shape, np.nan)
-    F = nan if first is None else np.broadcast_to(np.asarray(first, dtype=np.float64), shape)
-    La = nan if last is None else np.broadcast_to(np.asarray(last, dtype=np.float64), shape)
-    codes = np.zeros(shape, dtype=np.intp) if stack is None else np.broadcast_to(stack, shape).astype(np.intp)
-    uneven = _UNEVEN[codes]
+    given = np.zeros(shape, dtype=bool)
+    for x in (first, last):
+        if x is not None:
+            given = given | ~np.isnan(x)
+    n = L / p
+    even = whole(p * v, n / v) & ~given
+    busiest = np.broadcast_to(n, shape)
+    code = np.zeros(shape, dtype=np.intp)
+    if even.all():
+        return Split(busiest, busiest, busiest, code)
+    rows = np.flatnonzero(~even.reshape(-1))
+
+    def at(x, fill=np.nan):
+        return np.full(len(rows), fill) if x is None else np.broadcast_to(np.asarray(x, dtype=np.float64), shape).reshape(-1)[rows]
+
+    cols = (at(L), at(p), at(v), at(first), at(last), at(stack, 0.0))
+    # candidates share a few (L, pp, vp, ...) combinations: compute each once where they pack into one key
+    packed = np.stack([np.nan_to_num(x, nan=-1.0) + 1.0 for x in cols])
+    if len(rows) > 64 and np.all((packed >= 0) & (packed < 4096) & (packed == np.floor(packed))):
+        key = sum(x.astype(np.int64) << (12 * i) for i, x in enumerate(packed[:5])) + (packed[5].astype(np.int64) << 60)
+        _, first_at, inverse = np.unique(key, return_index=True, return_inverse=True)
+        cols = tuple(x[first_at] for x in cols)
+    else:
+        inverse = slice(None)
+    b, f, la, c = (x[inverse] for x in _uneven(*cols[:5], _UNEVEN[cols[5].astype(np.intp)]))
+    out = []
+    for full, part in ((busiest, b), (busiest, f), (busiest, la), (code, c)):
+        full = np.array(np.broadcast_to(full, shape)).reshape(-1)
+        full[rows] = part
+        out.append(full.reshape(shape))
+    return Split(*out)
+
+
+def _uneven(L, p, v, F, La, uneven):
+    """:func:`pipeline_split` for rows without an even split (1-D columns of equal length)."""
     f_set, l_set = ~np.isnan(F), ~np.isnan(La)
     given = f_set | l_set
     pv = p * v
     one = p == 1
-    ends = np.where(one, 2.0, 1.0)  # embedding and loss on one stage, or one each on the first and last
     options = []  # (accepted, cost, busiest, first, last), in the order ties prefer
 
     def option(ok, f, la, mid):
@@ -123,8 +156,6 @@ def pipeline_split(n_layers, pp, vp, first=None, last=None, stack=None) -> Split
         cost = np.where(one, L + 2.0, np.maximum(np.maximum(f, la) + 1.0, mid))
         options.append((ok, cost, np.maximum(np.maximum(f, la), mid), f, la))
 
-    n = L / p
-    options.append((whole(pv, L / pv) & ~given, n + ends, n, n, n))  # even
     for e, l in ((1.0, 1.0), (1.0, 0.0), (0.0, 1.0)):  # embedding and/or loss counted as a layer
         k = (L + e + l) / p
         option(uneven & ~given & whole(pv, (L + e + l) / pv), k - e, k - l, k)
@@ -133,7 +164,7 @@ def pipeline_split(n_layers, pp, vp, first=None, last=None, stack=None) -> Split
     searched = uneven & ~given & whole(v, q)
     a2 = np.ceil(q / 2.0)
     option(searched & (p == 2) & (q >= 2), a2 * v, (q - a2) * v, 0.0)
-    for dj in (-1.0, 0.0, 1.0, 2.0):
+    for dj in (-1.0, 0.0, 1.0, 2.0):  # the cost is least near j = q / p (a max of a rising and a falling term)
         j = np.floor(q / p) + dj
         r = q - (p - 2.0) * j
         a = np.ceil(r / 2.0)
@@ -148,17 +179,15 @@ def pipeline_split(n_layers, pp, vp, first=None, last=None, stack=None) -> Split
           & np.where(middle_stages == 0, rest == 0, (rest > 0) & whole(v, m / v)))
     option(ok, np.where(f_set, F, m), np.where(l_set, La, m), m)
 
-    accepted = np.stack([np.broadcast_to(o[0], shape) for o in options])
-    cost = np.where(accepted, np.stack([np.broadcast_to(o[1], shape) for o in options]), np.inf)
+    accepted = np.stack([o[0] for o in options])
+    cost = np.where(accepted, np.stack([o[1] for o in options]), np.inf)
     pick = np.argmin(cost, axis=0)[None]
-    busiest, f, la = (np.take_along_axis(np.stack([np.broadcast_to(o[i], shape) for o in options]), pick, 0)[0]
-                      for i in (2, 3, 4))
+    busiest, f, la = (np.take_along_axis(np.stack([o[i] for o in options]), pick, 0)[0] for i in (2, 3, 4))
     found = accepted.any(axis=0)
     fallback = np.ceil(L / pv) * v  # what a free-form layout would place; only ranks the least-infeasible
     code = np.where(found, 0, np.where(given, np.where(uneven, SPLIT_GIVEN, SPLIT_GIVEN_STACK),
                                        np.where(uneven, SPLIT_UNEVEN, SPLIT_EVEN)))
-    return Split(np.where(found, busiest, fallback), np.where(found, f, fallback), np.where(found, la, fallback),
-                 code)
+    return np.where(found, busiest, fallback), np.where(found, f, fallback), np.where(found, la, fallback), code
 
 
 class Job:

@@ -78,6 +78,23 @@ _CANDIDATE_INPUTS = frozenset().union(*(m.requires for m in MAPPING_MODELS)) - f
 _DESIGN_COLUMNS = DESIGN_INPUTS
 
 
+class _Gathered(dict):
+    """The candidates' columns, and each design column the rules read gathered per candidate when first read
+    (a column constant over the table as its one value)."""
+
+    def __init__(self, floats: Columns, owner: np.ndarray, cand: Columns):
+        super().__init__(cand)
+        self.floats, self.owner = floats, owner
+
+    def __missing__(self, name: str) -> np.ndarray:
+        column = self.floats[name]
+        self[name] = value = column[:1] if is_constant(column) else column[self.owner]
+        return value
+
+    def get(self, name, default=None):
+        return self[name] if name in self or name in self.floats else default
+
+
 def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str],
                        choices: Mapping[str, np.ndarray], sp_follows_tp: np.ndarray) -> tuple[np.ndarray, Columns]:
     """Valid mapping candidates of ``rows``: (owner row of each candidate, mapping columns).
@@ -102,10 +119,11 @@ def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str
             cand[name] = floats[name][owner]
         rules = tuple(r for r in rules if r.kind != "search" or name in searched)  # pruning prunes only a search
         if rules:
-            job = Job({**{k: floats[k][owner] for k in _DESIGN_COLUMNS}, **cand})
+            job = Job(_Gathered(floats, owner, cand))
             oks = [rule.ok(job) for rule in rules]
             keep = np.broadcast_to(np.logical_and.reduce(oks), owner.shape)
-            gone = np.setdiff1d(owner, owner[keep])  # rows whose last candidates this stage drops
+            size = len(lost_rule)  # rows whose last candidates this stage drops:
+            gone = np.flatnonzero((np.bincount(owner, minlength=size) > 0) & (np.bincount(owner[keep], minlength=size) == 0))
             if len(gone):
                 passed = np.stack([np.bincount(owner, np.broadcast_to(ok, owner.shape), minlength=len(lost_rule))[gone] for ok in oks])
                 # a rule of given columns alone is named by the model on the fallback (the given mapping's own
