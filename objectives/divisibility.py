@@ -257,7 +257,7 @@ RULES: tuple[Rule, ...] = (
     Rule(2, "batch", "layout", ("tp", "pp", "cp", "micro_batch"),
          lambda j: whole(j.dp * j["micro_batch"], j.n_microbatches),
          lambda j: ["dp*micro_batch = ", j.dp * j["micro_batch"], " does not divide global_batch ", j["global_batch"]],
-         "dp*micro_batch divides global_batch {global_batch}", True, "global_batch"),
+         "dp*micro_batch divides global_batch {global_batch} (n_gpus {n_gpus})", True, "global_batch"),
     Rule(3, "heads", "layout", ("tp",), lambda j: divides(j["tp"], j["n_heads"]),
          lambda j: ["tp ", j["tp"], " does not divide n_heads ", j["n_heads"]], "tp divides n_heads {n_heads}"),
     Rule(4, "kv_heads", "layout", ("tp",),

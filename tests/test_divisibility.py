@@ -147,7 +147,7 @@ def test_reason_for_each_kind(tmp_path):
     assert why[3] == "precision: the GPU has no fp8 tensor cores"
     lost = objectives.search_mapping(dict(model="llama3-70b", gpu="h100-sxm", n_gpus=1000, global_batch=1024))
     assert not lost["feasible"][0] and lost["n_mappings_tried"][0] == 0
-    assert lost["infeasible_reason"][0] == "layout: no mapping passes 'dp*micro_batch divides global_batch 1024'"
+    assert lost["infeasible_reason"][0] == "layout: no mapping passes 'dp*micro_batch divides global_batch 1024 (n_gpus 1000)'"
 
 
 def test_input_errors_stay_exit_2_and_the_rest_are_rows(tmp_path, capsys):
@@ -220,3 +220,22 @@ def test_why_infeasible_counts_kinds():
     assert why_infeasible(frame) == [("memory: # GB needed, # GB usable", 2, "memory: 80.5 GB needed, 75.1 GB usable"),
                                      ("layout: tp # does not divide n_heads #", 1, "layout: tp 16 does not divide n_heads 40"),
                                      ("space: outside the space's constraints", 1, "space: outside the space's constraints")]
+
+
+def test_sweep_closing_table_says_why(tmp_path, capsys):
+    """The default space on 1,000 and 2,000 GPUs (2^3 * 5^3 and 2^4 * 5^3): dp = n_gpus / (tp*pp*cp) is a
+    power of two dividing the global batch of 1,024 only if tp*pp*cp holds the 5^3 = 125, which no default
+    choice does: every design is infeasible, and the closing table says why, per kind."""
+    from pathlib import Path
+
+    from dse.cli import main
+
+    text = (Path(__file__).parents[1] / "spaces" / "default.yaml").read_text()
+    lines = [("  n_gpus: [1000, 2000]" if line.startswith("  n_gpus:") else line) for line in text.splitlines()]
+    space = tmp_path / "nodivide.yaml"
+    space.write_text("\n".join(lines) + "\n")
+    assert main(["sweep", str(space), "--trials", "16", "--no-ray", "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "why designs were infeasible" in out
+    assert "16  layout: no mapping passes 'dp*micro_batch divides global_batch # (n_gpus #)'" in out
+    assert "Why designs were infeasible" in (tmp_path / "run" / "report.md").read_text()
