@@ -34,7 +34,7 @@ it (a split none of the three forms gives is refused, the conservative side). Me
 Megatron-LM v2.6 megatron/model/transformer.py, core_v0.8.0 arguments.py).
 
 Interleaving (``vp`` > 1): the schedule needs a pipeline, pp > 2 in Megatron-LM 2021 (v2.6
-arguments.py) and pp > 1 with ``--overlap-p2p-comm`` since; and the micro-batches per step a multiple of
+arguments.py) and pp > 1 with ``--overlap-p2p-comm`` (on by default) since; and the micro-batches per step a multiple of
 pp: Megatron-LM 2021 and Megatron-Core r0.8 assert ``num_microbatches % pp == 0`` (schedules.py), and
 Megatron-Core 2025+ needs ``microbatch_group_size_per_vp_stage`` (default pp, the depth-first schedule the
 model charges) within [pp, m] and m divided by it, or leaving >= pp
@@ -53,7 +53,7 @@ import numpy as np
 
 from objectives.calibration import STACKS
 
-__all__ = ["Rule", "Job", "RULES", "RULES_BY_CODE", "MODEL_RULES", "SEARCH_RULES", "PIPELINE_TRAITS",
+__all__ = ["Rule", "Job", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
            "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons",
            "DESIGN_INPUTS"]
 
@@ -330,7 +330,6 @@ SEARCH_RULES: tuple[Rule, ...] = (
          lambda j: (j["sequence_parallel"] == 0) | (j["tp"] > 1),
          lambda j: ["sequence parallelism at tp 1"], "sequence parallelism only with tp > 1"),
 )
-MODEL_RULES = RULES
 RULES_BY_CODE: dict[int, Rule] = {r.code: r for r in RULES + SEARCH_RULES}
 #: design columns the rules read
 DESIGN_INPUTS = ("n_gpus", "global_batch", "n_heads", "n_kv_heads", "seq_len", "moe_experts", "n_layers", "stack",
@@ -377,7 +376,7 @@ def join_text(parts: list, n: int) -> np.ndarray:
 
 def rule_reasons(cols: Mapping[str, np.ndarray], codes: np.ndarray, lost: bool = False) -> np.ndarray:
     """'kind: reason' for rows whose first broken rule is ``codes`` (0: ''); ``lost``: the rule no candidate
-    mapping of the row's search passed ('layout: no candidate mapping has ...')."""
+    mapping of the row's search passed ("layout: no mapping passes '...'")."""
     codes = np.asarray(codes)
     out = np.full(len(codes), "", dtype=object)
     for code in np.unique(codes[codes > 0]).astype(int):
