@@ -45,7 +45,7 @@ class ComputeTime(Model):
     requires = (
         "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
         "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
-        "params_ffn_active_layer", "layers_per_stage", "etp", "precision", "tp", "pp", "cp", "ep", "micro_batch", "recompute",
+        "params_ffn_active_layer", "layers_per_stage", "layers_last_stage", "etp", "precision", "tp", "pp", "cp", "ep", "micro_batch", "recompute",
         "sequence_parallel", "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops", "gpu_gemm_eff_bf16",
         "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbps", "stack",
     )
@@ -147,6 +147,8 @@ class ComputeTime(Model):
             "time_layer_bwd_s": bwd,
             "time_attn_fwd_s": t_attn,
             "time_logits_s": t_logits,
-            "time_compute_mb_s": c["layers_per_stage"] * (fwd + bwd) + t_logits,
+            # the slowest stage: the busiest, or the last with the output layer and loss (objectives/divisibility.py)
+            "time_compute_mb_s": np.maximum(c["layers_per_stage"] * (fwd + bwd),
+                                            c["layers_last_stage"] * (fwd + bwd) + t_logits),
             "con_precision": unsupported.astype(np.float64),
         }

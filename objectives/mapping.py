@@ -8,9 +8,11 @@ row keeps the best feasible one: least step time, ties to less HBM (DESIGN.md, t
 economics modules (checkpoints, failures, power, cost) then run once per design on that mapping. A row
 with no feasible candidate keeps its least-infeasible one (smallest memory overflow) with feasible=False.
 
-Pruning rules (documented, not tuned): tensor parallelism stays inside the scale-up domain (Narayanan
-et al. SC'21, Sec. 3.3 takeaway #1); context parallelism only for sequences of 16K tokens and more;
-interleaving only with a pipeline.
+The rules a candidate must pass are those of :mod:`objectives.divisibility` (the same Layout counts), plus
+its search-only pruning rules (tp inside the scale-up domain, cp only for long sequences, sequence
+parallelism only with tp > 1). A row none of whose candidates passes gets one fallback candidate marked
+with the rule that ended the last of them (``search_lost_rule``), so that its ``infeasible_reason`` says
+why no mapping works.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from objectives.calibration import Calibration
-from objectives.layout import divides
+from objectives.divisibility import CP_MIN_SEQ_LEN, DESIGN_INPUTS, RULES, SEARCH_RULES, Job, Rule
 from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS, prepare,
                                  run_models)
+from objectives.reasons import LOST_RULE, infeasible_reason
 from objectives.table import CATEGORIES, Columns, as_columns, encode, is_constant
 
 __all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "CP_MIN_SEQ_LEN"]
@@ -38,7 +41,6 @@ DEFAULT_CHOICES: dict[str, tuple] = {
     "sequence_parallel": (1,),
     "zero_stage": (1, 3),
 }
-CP_MIN_SEQ_LEN = 16384
 #: candidates evaluated at once: half a pipeline chunk, so that a slice (whole designs, a little more) runs as
 #: one chunk and its candidates, all but each design's best thrown away, are never copied into full columns
 MAX_JOINED_ROWS = CHUNK_ROWS // 2
@@ -55,25 +57,42 @@ def blank_cells(values: np.ndarray) -> np.ndarray:
 
 
 # Staged enumeration: mapping columns are added one at a time, and each rule runs as soon as the columns it
-# reads exist, so invalid combinations are dropped before the next column multiplies them (Layout's rules,
-# plus the pruning rules of the module docstring). ``d`` holds the design's columns gathered per candidate.
-STAGES: tuple[tuple[str, object], ...] = (
-    ("tp", lambda m, d: (m["tp"] <= np.maximum(d["scaleup_size"], 1.0)) & divides(m["tp"], d["n_heads"])
-        & (divides(m["tp"], d["n_kv_heads"]) | divides(d["n_kv_heads"], m["tp"]))),
-    ("pp", lambda m, d: divides(m["tp"] * m["pp"], d["n_gpus"]) & (m["pp"] <= d["n_layers"])),
-    ("cp", lambda m, d: divides(m["tp"] * m["pp"] * m["cp"], d["n_gpus"]) & divides(2.0 * m["cp"], d["seq_len"])
-        & ((m["cp"] == 1) | (d["seq_len"] >= CP_MIN_SEQ_LEN))),
-    ("micro_batch", lambda m, d: divides(d["n_gpus"] / (m["tp"] * m["pp"] * m["cp"]) * m["micro_batch"], d["global_batch"])),
-    ("ep", lambda m, d: np.where(d["moe_experts"] > 0, divides(m["ep"], d["moe_experts"])
-                                 & divides(m["ep"], d["n_gpus"] / m["pp"]), m["ep"] == 1)),
-    ("vp", lambda m, d: ((m["vp"] == 1) | (m["pp"] > 1)) & (m["pp"] * m["vp"] <= d["n_layers"])),
-    ("sequence_parallel", lambda m, d: (m["sequence_parallel"] == 0) | (m["tp"] > 1)),
-    ("recompute", None),
-    ("zero_stage", None),
-)
+# reads exist, so invalid combinations are dropped before the next column multiplies them.
+_ORDER = ("tp", "pp", "cp", "micro_batch", "ep", "vp", "sequence_parallel", "recompute", "zero_stage")
+
+
+def _stages() -> tuple[tuple[str, tuple[Rule, ...]], ...]:
+    """(column, the rules that can run once it exists) in enumeration order; every rule runs once."""
+    seen: set[str] = set()
+    stages = []
+    for name in _ORDER:
+        before = set(seen)
+        seen.add(name)
+        stages.append((name, tuple(r for r in RULES + SEARCH_RULES if set(r.reads) <= seen and not set(r.reads) <= before)))
+    return tuple(stages)
+
+
+STAGES = _stages()
 #: the design columns the mapping-dependent modules read: only these are gathered into every candidate
 _CANDIDATE_INPUTS = frozenset().union(*(m.requires for m in MAPPING_MODELS)) - frozenset(MAPPING_COLUMNS)
-_DESIGN_COLUMNS = ("scaleup_size", "n_heads", "n_kv_heads", "n_gpus", "n_layers", "seq_len", "global_batch", "moe_experts")
+_DESIGN_COLUMNS = DESIGN_INPUTS
+
+
+class _Gathered(dict):
+    """The candidates' columns, and each design column the rules read gathered per candidate when first read
+    (a column constant over the table as its one value)."""
+
+    def __init__(self, floats: Columns, owner: np.ndarray, cand: Columns):
+        super().__init__(cand)
+        self.floats, self.owner = floats, owner
+
+    def __missing__(self, name: str) -> np.ndarray:
+        column = self.floats[name]
+        self[name] = value = column[:1] if is_constant(column) else column[self.owner]
+        return value
+
+    def get(self, name, default=None):
+        return self[name] if name in self or name in self.floats else default
 
 
 def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str],
@@ -82,11 +101,13 @@ def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str
 
     Searched columns take every value in ``choices``; the others keep the row's value, except that
     sequence parallelism follows tp where ``sp_follows_tp``. A row left with no candidate gets one (its
-    given values, first choices) so that the model can say why it fails.
+    given values, first choices), whose ``search_lost_rule`` column names the first rule of the stage that
+    no candidate of the row passed, so that the model can say why it fails (0 on every other candidate).
     """
     owner = rows
     cand: Columns = {}
-    for name, rule in STAGES:
+    lost_rule = np.zeros(int(rows.max()) + 1 if len(rows) else 0)
+    for name, rules in STAGES:
         if name in searched:
             values = choices[name]
             owner = np.repeat(owner, len(values))
@@ -96,17 +117,38 @@ def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str
             cand[name] = np.where(sp_follows_tp[owner], (cand["tp"] > 1) * 1.0, floats[name][owner])
         else:
             cand[name] = floats[name][owner]
-        if rule is not None:
-            keep = rule(cand, {k: floats[k][owner] for k in _DESIGN_COLUMNS})
+        rules = tuple(r for r in rules if r.kind != "search" or name in searched)  # pruning prunes only a search
+        if rules:
+            job = Job(_Gathered(floats, owner, cand))
+            oks = [rule.ok(job) for rule in rules]
+            keep = np.broadcast_to(np.logical_and.reduce(oks), owner.shape)
+            size = len(lost_rule)  # rows whose last candidates this stage drops:
+            gone = np.flatnonzero((np.bincount(owner, minlength=size) > 0) & (np.bincount(owner[keep], minlength=size) == 0))
+            if len(gone):
+                passed = np.stack([np.bincount(owner, np.broadcast_to(ok, owner.shape), minlength=len(lost_rule))[gone] for ok in oks])
+                # a rule of given columns alone is named by the model on the fallback (the given mapping's own
+                # numbers); one that read a searched column says no candidate passed it
+                codes = np.array([r.code if set(r.reads) & set(searched) else 0 for r in rules])
+                lost_rule[gone] = codes[np.argmax(passed == 0, axis=0)]
             owner = owner[keep]
             cand = {k: v[keep] for k, v in cand.items()}
     lost = np.setdiff1d(rows, owner)
+    cand[LOST_RULE] = np.zeros(len(owner))
     if len(lost):
         owner = np.concatenate([owner, lost])
         for name in cand:
-            fallback = np.full(len(lost), choices[name][0]) if name in searched else floats[name][lost]
+            fallback = np.full(len(lost), choices[name][0]) if name in searched else \
+                lost_rule[lost] if name == LOST_RULE else floats[name][lost]
             cand[name] = np.concatenate([cand[name], fallback])
     return owner, cand
+
+
+def _mark_lost(work: Columns) -> Columns:
+    """A row's fallback candidate (no candidate passed the rules) is infeasible whatever the model says."""
+    lost = work[LOST_RULE] > 0
+    if not lost.any():
+        return work
+    return {**work, "feasible": work["feasible"] & ~lost, "con_layout": np.where(lost, np.maximum(work["con_layout"], 1.0), work["con_layout"])}
 
 
 def _best(work: Columns, owner: np.ndarray) -> np.ndarray:
@@ -178,6 +220,7 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
                       for name in _CANDIDATE_INPUTS if name in floats}
             joined.update({k: v[lo:hi] for k, v in cand.items()})
             work = {k: np.broadcast_to(v, idx.shape) for k, v in run_models(joined, cal, MAPPING_MODELS).items()}
+            work = _mark_lost(work)
             pick = _best(work, idx)
             best_parts.append({name: v[pick] for name, v in work.items()})
             owner_parts.append(idx[pick])
@@ -194,5 +237,7 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
         if name in user and name not in MAPPING_COLUMNS:
             out[name] = user[name]
     out["recompute"] = np.asarray(CATEGORIES["recompute"], dtype=object)[merged["recompute"].astype(np.intp)]
-    out["n_mappings_tried"] = tried
+    out["n_mappings_tried"] = tried - (merged[LOST_RULE] > 0)  # a fallback candidate was not a mapping tried
+    out["infeasible_reason"] = infeasible_reason(merged)
+    del out[LOST_RULE]
     return out

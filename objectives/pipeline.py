@@ -18,9 +18,11 @@ from objectives.checkpoint import Checkpoint
 from objectives.communication import Communication
 from objectives.compute import ComputeTime
 from objectives.cost import Cost
+from objectives.divisibility import Job, input_errors
 from objectives.layout import Layout
 from objectives.memory import Memory
 from objectives.power import Power
+from objectives.reasons import infeasible_reason
 from objectives.reliability import Reliability
 from objectives.steptime import StepTime
 from objectives.topology import Topology
@@ -49,6 +51,9 @@ DEFAULTS: dict[str, float] = {
     "cp": 1.0, "ep": 1.0, "vp": 1.0, "zero_stage": 1.0, "recompute": 0.0, "precision": 0.0,
     "moe_experts": 0.0, "moe_topk": 0.0, "tied_embeddings": 0.0, "ffn_kind": 1.0, "oversubscription": 1.0,
     "train_tokens": np.nan, "stack": 0.0, "dropout": 0.0,
+    # decoder layers on the first / last pipeline stage (Megatron's --decoder-first/last-pipeline-num-layers);
+    # blank: the model picks the most balanced split the stack accepts (objectives/divisibility.py)
+    "pp_first_layers": np.nan, "pp_last_layers": np.nan,
     # cluster economics (issue 4): checkpoints synchronous, the cluster owned; NaN = derived by the model
     "ckpt_mode": 0.0, "cost_mode": 0.0, "ckpt_every_s": np.nan, "storage_units_min": np.nan, "dataset_tb": np.nan,
     # GPU columns a table without a `gpu` id may lack (costs and power come out NaN, or from gpu_tdp_w)
@@ -65,7 +70,8 @@ REQUIRED: dict[str, float] = {
     "scaleup_size": 1, "scaleup_gbps": 0, "nic_gbps": 0,
 }
 INTEGER_COLUMNS = ("n_gpus", "global_batch", "tp", "pp", "cp", "ep", "vp", "micro_batch", "zero_stage",
-                   "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "seq_len", "scaleup_size")
+                   "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "seq_len", "scaleup_size",
+                   "pp_first_layers", "pp_last_layers")
 CHUNK_ROWS = 1 << 15
 
 
@@ -74,6 +80,7 @@ def metrics() -> dict[str, str]:
     out: dict[str, str] = {}
     for model in MODELS:
         out.update(model.provides)
+    out["infeasible_reason"] = "text; why the row is infeasible, 'kind: constraint, by how much' ('' where feasible)"
     return out
 
 
@@ -218,23 +225,21 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
 
 
 def check_layout(floats: Columns) -> None:
-    """Raise InputError for a fixed mapping that cannot divide (used where a user fixed the mapping)."""
-    t, p, c, n = floats["tp"], floats["pp"], floats["cp"], floats["n_gpus"]
-    row = _bad_row(np.mod(n, t * p * c) != 0)
-    if row is not None:
-        raise InputError(
-            f"tp*pp*cp = {t[row]:g}*{p[row]:g}*{c[row]:g} = {t[row] * p[row] * c[row]:g} does not divide n_gpus = {n[row]:g}",
-            column="n_gpus", row=row)
-    dp = n / (t * p * c)
-    row = _bad_row(np.mod(floats["global_batch"], dp * floats["micro_batch"]) != 0)
-    if row is not None:
-        raise InputError(
-            f"global_batch {floats['global_batch'][row]:g} is not a multiple of dp*micro_batch = {dp[row]:g}*{floats['micro_batch'][row]:g}",
-            column="global_batch", row=row)
-    for name, num in (("tp", "n_heads"), ("pp", "n_layers")):
-        row = _bad_row(np.mod(floats[num], floats[name]) != 0)
-        if row is not None:
-            raise InputError(f"{name} = {floats[name][row]:g} does not divide {num} = {floats[num][row]:g}", column=name, row=row)
+    """Raise InputError for a fixed mapping that breaks an input-error rule of objectives/divisibility.py
+    (tp*pp*cp dividing n_gpus, dp*micro_batch dividing global_batch): naming the first such row. Every other
+    rule makes an infeasible row with a reason, not an error."""
+    found = input_errors(Job(floats))
+    if found is None:
+        return
+    rule, bad = found
+    row = _bad_row(bad)
+    t, p, c = (floats[k][row] for k in ("tp", "pp", "cp"))
+    if rule.name == "gpus":
+        raise InputError(f"tp*pp*cp = {t:g}*{p:g}*{c:g} = {t * p * c:g} does not divide n_gpus = {floats['n_gpus'][row]:g}",
+                         column=rule.column, row=row)
+    dp = floats["n_gpus"][row] / (t * p * c)
+    raise InputError(f"global_batch {floats['global_batch'][row]:g} is not a multiple of dp*micro_batch = "
+                     f"{dp:g}*{floats['micro_batch'][row]:g}", column=rule.column, row=row)
 
 
 def run_models(floats: Columns, cal: Calibration | None = None, models: tuple[Model, ...] = MODELS) -> Columns:
@@ -294,6 +299,8 @@ def evaluate(table: Mapping[str, object], cal: Calibration | None = None,
     for name in CATEGORIES:
         if name in user:
             out[name] = user[name]
+    if "feasible" in work:
+        out["infeasible_reason"] = infeasible_reason(work)
     return out
 
 

@@ -1,8 +1,11 @@
 """Step time, throughput and utilisation: the pieces put on one critical path.
 
 With m micro-batches per pipeline, each taking t_mb on the slowest stage (compute plus exposed tp, cp
-and ep communication), 1F1B or interleaved pipelining costs m·t_mb plus a bubble of (p-1)/v·t_mb
-(Narayanan et al. SC'21, Sec. 2.2, bubble fraction (p-1)/(v·m)), plus pipeline sends, the exposed
+and ep communication), 1F1B or interleaved pipelining costs m·t_mb plus a bubble of
+t_mb·(max(p-m, 0) + (min(m, p) - 1)/v): with m >= p the (p-1)/v·t_mb of Narayanan et al. SC'21,
+Sec. 2.2.2 (bubble fraction (p-1)/(v·m)); with m < p no micro-batch waits for a device, the last one
+finishes after p·v + m - 1 chunks of t_mb/v, so the step is (p + (m-1)/v)·t_mb and interleaving hides
+only (m-1)·(1 - 1/v) of the p-1 (for v = 1 both give (p-1)·t_mb), plus pipeline sends, the exposed
 data-parallel traffic and the optimizer step. The optimizer (Adam) is bound by HBM bandwidth: it reads
 fp32 weights, both moments and gradients and writes weights, moments and 16-bit weights, about 28 bytes
 per parameter of the GPU's shard.
@@ -55,7 +58,7 @@ class StepTime(Model):
         t_mb = mb + tp + cp + ep
         shard = np.where(c["zero_stage"] >= 1, c["dp"] * c["cp"], 1.0)
         optimizer = ADAM_BYTES_PER_PARAM * c["params_per_gpu"] / shard / (c["gpu_hbm_tbps"] * 1e12)
-        bubble = (c["pp"] - 1.0) / c["vp"] * t_mb
+        bubble = t_mb * (np.maximum(c["pp"] - m, 0.0) + (np.minimum(m, c["pp"]) - 1.0) / c["vp"])
         pp_comm = m * c["time_pp_comm_mb_s"]
         step = m * t_mb + bubble + pp_comm + c["time_dp_comm_exposed_s"] + optimizer
         tokens = c["global_batch"] * c["seq_len"]

@@ -71,9 +71,30 @@ def run(args) -> int:
         print(f"\nPareto front: {len(result.front)} designs "
               f"({result.n_admissible} of {result.n_trials} feasible and within the constraints)")
         print(front_text(result.front, objectives, design, mapping))
+        _print_why_infeasible(RunStore(result.run_dir))
         print(f"\nresults: {result.run_dir}/ (report.html, report.md, trials/*.parquet, pareto.parquet, run.json, study.journal)")
     if result.status == "stopped":
         print(f"dse sweep: stopped after {result.n_trials} designs; continue with: dse sweep --resume {result.run_dir}",
               file=sys.stderr)
         return 130
     return 0
+
+
+def _print_why_infeasible(store) -> None:
+    """The closing table's last lines: how many designs each kind of reason kept off the front."""
+    from dse.report.data import why_infeasible
+
+    trials = None
+    for columns in (["admissible", "infeasible_reason"], ["admissible"]):  # a custom scorer may give no reasons
+        try:
+            trials = store.read_trials(columns=columns)
+            break
+        except Exception:
+            continue
+    if trials is None:
+        return
+    why = why_infeasible(trials, top=6)
+    if why:
+        print("\nwhy designs were infeasible (numbers as #):")
+        for kind, n, example in why:
+            print(f"  {n:>7,}  {kind}   e.g. {example}")

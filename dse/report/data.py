@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,25 @@ def load_runs(roots) -> list[Run]:
         if names.count(r.name) > 1:
             r.name = r.root.name
     return runs
+
+
+def why_infeasible(trials: pd.DataFrame, top: int = 8) -> list[tuple[str, int, str]]:
+    """(kind, designs, an example reason) for the designs that are not admissible, most first: the model's
+    ``infeasible_reason`` with its numbers left out ('memory: # GB needed, # GB usable'), or 'space: outside
+    the space's constraints' for a feasible design a constraint of the space excludes."""
+    if "admissible" not in trials or trials.empty:
+        return []
+    out = trials.loc[~trials["admissible"].astype(bool)]
+    reason = out["infeasible_reason"].fillna("").astype(str) if "infeasible_reason" in out else pd.Series("", out.index)
+    reason = reason.where(reason != "", "space: outside the space's constraints")
+    counts = reason.value_counts()  # per distinct reason, then their numbers left out
+    kinds: dict[str, list] = {}
+    for text, n in sorted(counts.items(), key=lambda tn: (-tn[1], tn[0])):
+        kind = re.sub(r"(?<![\w-])-?\d+(\.\d+)?", "#", text)  # not the 8 of fp8, nor the 2024 of a stack name
+        entry = kinds.setdefault(kind, [0, text])
+        entry[0] += int(n)
+    ranked = sorted(kinds.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
+    return [(kind, n, example) for kind, (n, example) in ranked]
 
 
 def fmt(v) -> str:

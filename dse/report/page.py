@@ -10,7 +10,7 @@ import pandas as pd
 
 from dse.report import svg
 from dse.report.breakdown import breakdown, colours, is_loss
-from dse.report.data import TABLE_METRICS, Run, design_label, fmt, mapping_label
+from dse.report.data import TABLE_METRICS, Run, design_label, fmt, mapping_label, why_infeasible
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
@@ -116,6 +116,18 @@ def front_table(runs: list[Run]) -> str:
     return _table(header, rows, "front-row", left=(1 if multi else 0) + 1 + len(design) + 1)
 
 
+def infeasible_section(runs: list[Run]) -> str:
+    """A small table per run: how many designs each kind of reason kept off the front."""
+    out = []
+    for run in runs:
+        why = why_infeasible(run.trials)
+        if why:
+            head = f"<h3>{escape(run.name)}</h3>" if len(runs) > 1 else ""
+            out.append(head + _table(["designs", "reason", "example"], [[n, kind, ex] for kind, n, ex in why],
+                                     "why-row", left=3))
+    return "".join(out) or '<p class="note">Every design was feasible and within the constraints.</p>'
+
+
 def breakdown_section(runs: list[Run]) -> str:
     out = []
     for run in runs:
@@ -168,6 +180,9 @@ def page(runs: list[Run], ranked, sens, title: str) -> str:
 <p class="meta">Objectives: {escape(objs)}.</p><ul class="meta">{runs_meta}</ul>
 <h2 id="front">Pareto front</h2>{front_panels(runs)}
 <h2 id="table">Front designs</h2><p class="note">Click a column to sort.</p>{front_table(runs)}
+<h2 id="infeasible">Why designs were infeasible</h2>
+<p class="note">Designs the model marked infeasible, by the first constraint each breaks (numbers as #), and the
+designs a constraint of the space excludes.</p>{infeasible_section(runs)}
 <h2 id="breakdown">What bounds each front design: time per step</h2>
 <p class="note">Compute, exposed communication of each kind, pipeline bubble and optimizer sum to the step time;
 checkpoint stalls, failure rework and restarts and planned maintenance are the goodput losses as seconds per step.</p>

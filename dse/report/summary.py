@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dse.report.breakdown import breakdown, colours
-from dse.report.data import TABLE_METRICS, Run, design_label, fmt, mapping_label
+from dse.report.data import TABLE_METRICS, Run, design_label, fmt, mapping_label, why_infeasible
 from dse.report.svg import PALETTE
 
 
@@ -108,6 +108,11 @@ def markdown(runs: list[Run], ranked: pd.DataFrame | None, files: dict[str, str]
     if "front" in files:
         parts += [f"![Pareto front]({files['front']})", ""]
     parts += [_md_table((["run"] if multi else []) + ["#"] + design + ["mapping"] + metrics, rows), ""]
+    for run in runs:
+        why = why_infeasible(run.trials)
+        if why:
+            parts += [f"## Why designs were infeasible{f' ({run.name})' if multi else ''}", "",
+                      _md_table(["designs", "reason", "example"], [[n, kind, example] for kind, n, example in why]), ""]
     if "breakdown" in files:
         parts += ["## What bounds each front design", "", f"![time per step]({files['breakdown']})", ""]
     if ranked is not None and not ranked.empty:

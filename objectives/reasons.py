@@ -1,0 +1,71 @@
+"""Why a row is infeasible, in words: built at the output boundary from the ``con_*`` columns and rule codes.
+
+``infeasible_reason`` is '' for a feasible row and one 'kind: what, by how much' line for the others, the
+first constraint broken in this order: a mapping search with no candidate left (``search_lost_rule``), a
+layout or schedule rule (``layout_rule``, :mod:`objectives.divisibility`), tensor cores for the precision,
+memory. Text is formatted once per distinct value, never per row in the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from objectives.divisibility import join_text, number_text, rule_reasons
+from objectives.table import CATEGORIES
+
+__all__ = ["infeasible_reason", "reason_kinds", "LOST_RULE"]
+
+#: candidate column of the mapping search: code of the rule no candidate of the row passed (0: a real candidate)
+LOST_RULE = "search_lost_rule"
+
+
+def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
+    """One reason per row ('' where feasible); ``cols``: the model's float columns (inputs and outputs)."""
+    n = len(cols["feasible"])
+
+    def col(name):
+        return np.broadcast_to(np.asarray(cols[name], dtype=np.float64), (n,)) if name in cols else np.zeros(n)
+
+    out = np.full(n, "", dtype=object)
+    todo = ~np.asarray(cols["feasible"], dtype=bool)
+    if not todo.any():
+        return out
+    lost = todo & (col(LOST_RULE) > 0)
+    if lost.any():
+        out[lost] = _subset_reasons(cols, n, lost, col(LOST_RULE), lost_rule=True)
+    todo &= ~lost
+    layout = todo & (col("con_layout") > 0)
+    if layout.any():
+        out[layout] = _subset_reasons(cols, n, layout, col("layout_rule"))
+    todo &= ~layout
+    precision = todo & (col("con_precision") > 0)
+    if precision.any():
+        names = np.asarray(CATEGORIES["precision"], dtype=object)[col("precision")[precision].astype(np.intp)]
+        out[precision] = join_text(["precision: the GPU has no ", names, " tensor cores"], int(precision.sum()))
+    todo &= ~precision
+    memory = todo & (col("con_memory") > 0)
+    if memory.any():
+        out[memory] = join_text(["memory: ", number_text(col("hbm_used_gb")[memory], ".1f"), " GB needed, ",
+                                 number_text(col("hbm_usable_gb")[memory], ".1f"), " GB usable"], int(memory.sum()))
+    todo &= ~memory
+    out[todo] = "model: a metric is not a number (an override out of range?)"
+    return out
+
+
+def _subset_reasons(cols, n, rows, codes, lost_rule=False):
+    sub = {k: np.broadcast_to(v, (n,))[rows] for k, v in cols.items()
+           if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "fiub"}
+    return rule_reasons(sub, codes[rows], lost=lost_rule)
+
+
+def reason_kinds(reasons) -> dict[str, int]:
+    """Counts of infeasible rows per kind of reason: the reason with its numbers left out, most first."""
+    values, counts = np.unique(np.asarray([r for r in reasons if r], dtype=object).astype(str), return_counts=True)
+    kinds: dict[str, int] = {}
+    for value, count in zip(values, counts):  # per distinct reason, not per row
+        kind = re.sub(r"(?<![\w-])-?\d+(\.\d+)?", "#", value)  # not the 8 of fp8, the 2024 of a stack
+        kinds[kind] = kinds.get(kind, 0) + int(count)
+    return dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
