@@ -17,9 +17,15 @@
   ``moe_expert_overhead_s`` per expert the GPU holds, moe_experts / ep) of launch and synchronisation the
   roofline does not see.
 
-Backward costs 2x forward for GEMMs and element-wise work. Full recompute adds one forward; selective
-recompute re-runs only the attention core, which flash attention's backward already does (Korthikanti
-Sec. 4.2.2 with Dao 2023), so it adds nothing here.
+- The output layer runs in bf16 in every recipe (Megatron-Core's output layer is a plain
+  ColumnParallelLinear, outside Transformer Engine's fp8 autocast), at the bf16 GEMM rate.
+- No kernel runs faster than the GPU's large-GEMM rate at its precision: the attention kernels' rate is
+  capped there, so that utilisation never exceeds what the GPU's GEMMs reach.
+
+Backward costs 2x forward for GEMMs and element-wise work. Full recompute adds one forward. Selective
+recompute re-runs the attention core (QK^T, softmax, dropout, AV; Korthikanti Sec. 4.2.2): on unfused
+stacks that is one more forward of the core; flash attention's backward recomputes its scores anyway
+(Dao 2023) and keeps no s x s activations, so there it adds nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ class ComputeTime(Model):
         "time_layer_fwd_s": "s; one layer's forward pass for one micro-batch",
         "time_layer_bwd_s": "s; one layer's backward pass (plus recompute) for one micro-batch",
         "time_attn_fwd_s": "s; the attention core's forward in one layer for one micro-batch",
+        "time_qkv_gemm_s": "s; one layer's QKV projection GEMM for one micro-batch (its input- and weight-gradient GEMMs each take as long)",
+        "time_fc1_gemm_s": "s; one layer's first feed-forward GEMM (gate and up) for one micro-batch, likewise",
         "time_logits_s": "s; output projection and cross-entropy, forward and backward, one micro-batch",
         "time_compute_mb_s": "s; compute of one micro-batch on the slowest pipeline stage",
         "con_precision": "flag; 1 where the GPU has no tensor cores for the precision (<= 0 supported)",
@@ -102,12 +110,13 @@ class ComputeTime(Model):
         fused = kernel > 0
         flash_eff = select(kernel, (c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa3"])) \
             * lookup(cal.attn_kernel_scale, stack) * c["seq_len"] / (c["seq_len"] + cal.attn_seq_half)
+        flash_rate = np.minimum(bf16_rate * flash_eff, bf16_gemm)  # no faster than the GPU's large GEMMs
         flops_attn = lookup(_ATTN_WORK, stack) * 4.0 * tokens * c["seq_len"] * q / t
         if fused.all():  # every row's stack runs flash attention
-            t_attn = flops_attn / (bf16_rate * flash_eff)
+            t_attn = flops_attn / flash_rate
         else:
             unfused_rate = bf16_gemm * c["d_head"] / (c["d_head"] + cal.gemm_n_half)
-            attn_rate = np.where(fused, bf16_rate * flash_eff, unfused_rate)
+            attn_rate = np.where(fused, flash_rate, unfused_rate)
             scores_bytes = np.where(fused, 0.0, 11.0 * tokens * c["seq_len"] * c["n_heads"] / t)
             t_attn = flops_attn / attn_rate + scores_bytes / hbm
         attn_bwd = lookup(_ATTN_BWD, stack)  # flash backward: 5 matmuls against 2; unfused: 2x forward
@@ -132,13 +141,22 @@ class ComputeTime(Model):
         overhead = lookup(cal.kernel_overhead_s, stack) \
             + np.where(moe, cal.moe_layer_overhead_s + cal.moe_expert_overhead_s * local_experts, 0.0)
         fwd = t_mm + t_attn + t_elem + overhead + t_cast_weights
-        recompute = np.where(c["recompute"] == 2, fwd, 0.0)
+        # full recompute: one more forward; selective: the attention core again where it is unfused
+        selective_rerun = np.where(fused, 0.0, t_attn)
+        recompute = np.where(c["recompute"] == 2, fwd, np.where(c["recompute"] == 1, selective_rerun, 0.0))
         bwd = 2.0 * (t_mm + t_elem + overhead) + attn_bwd * t_attn + recompute
 
-        # vocabulary projection (GEMM, 3 passes) and fp32 cross-entropy (read/write logits, 3 passes)
+        # vocabulary projection in bf16 (GEMM, 3 passes; its own narrowest width) and fp32 cross-entropy
+        # (read/write logits, 3 passes)
         v_local = c["vocab_size"] / t
-        t_logits = 3.0 * np.maximum(2.0 * tokens * h * v_local / gemm_rate, bpe * h * v_local / hbm) \
+        narrow_v = np.minimum(h, v_local)
+        logits_rate = bf16_gemm * narrow_v / (narrow_v + cal.gemm_n_half)
+        t_logits = 3.0 * np.maximum(2.0 * tokens * h * v_local / logits_rate, 2.0 * h * v_local / hbm) \
             + 3.0 * 8.0 * tokens * v_local / hbm
+
+        # the column-parallel GEMMs whose backward collectives can hide behind them (objectives.communication)
+        t_qkv = 2.0 * tokens * h * (q + 2.0 * kv) / t / gemm_rate
+        t_fc1 = 2.0 * tokens * h * (n_mats - 1.0) * c["d_ff"] * active / t / gemm_rate
 
         return {
             "gemm_flops_per_s": gemm_rate,
@@ -146,6 +164,8 @@ class ComputeTime(Model):
             "time_layer_fwd_s": fwd,
             "time_layer_bwd_s": bwd,
             "time_attn_fwd_s": t_attn,
+            "time_qkv_gemm_s": t_qkv,
+            "time_fc1_gemm_s": t_fc1,
             "time_logits_s": t_logits,
             "time_compute_mb_s": c["layers_per_stage"] * (fwd + bwd) + t_logits,
             "con_precision": unsupported.astype(np.float64),
