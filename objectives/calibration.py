@@ -12,7 +12,8 @@ Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, resu
 - ``kernel_overhead_s[stack]``: fixed time per transformer layer per micro-batch per forward pass (kernel
   launch, synchronisation, small ops the roofline does not see); the backward costs twice this.
 - ``attn_kernel_scale[stack]``: the stack's attention kernels relative to the benchmarked kernel of their
-  class (its version, head-dimension and masking paths, the work around the kernel: rotary, layouts).
+  class (its version, head-dimension and masking paths, the work around the kernel: rotary, layouts); for
+  unfused attention, its batched QK^T and AV GEMMs relative to the narrow-GEMM estimate (d_head inner).
 - ``moe_layer_overhead_s``: fixed time per MoE layer per micro-batch per pass: the router's top-k and the
   token-count exchange that dropless routing needs on the host before its all-to-all (a device-to-host
   synchronisation that stalls the launch queue).

@@ -115,7 +115,8 @@ class ComputeTime(Model):
         # attention core. Flash attention (fused) skips the masked half (Dao 2023) and keeps the scores on
         # chip, at the GPU's measured flash-attention efficiency for the stack's kernel class, rolling off
         # for short sequences. Unfused attention runs QK^T and AV over the full s x s as batched GEMMs of
-        # inner width d_head and streams the scores through HBM (UNFUSED_SCORE_BYTES per score forward)
+        # inner width d_head and streams the scores through HBM (UNFUSED_SCORE_BYTES per score forward); the
+        # stack's attn_kernel_scale scales that GEMM rate as it scales the flash kernels' efficiency
         kernel = lookup(_ATTN_KERNEL, stack)
         fused = kernel > 0
         flash_eff = select(kernel, (c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa3"])) \
@@ -125,7 +126,7 @@ class ComputeTime(Model):
         if fused.all():  # every row's stack runs flash attention
             t_attn = flops_attn / flash_rate
         else:
-            unfused_rate = bf16_gemm * c["d_head"] / (c["d_head"] + cal.gemm_n_half)
+            unfused_rate = bf16_gemm * c["d_head"] / (c["d_head"] + cal.gemm_n_half) * lookup(cal.attn_kernel_scale, stack)
             attn_rate = np.where(fused, flash_rate, unfused_rate)
             scores_bytes = np.where(fused, 0.0, UNFUSED_SCORE_BYTES * tokens * c["seq_len"] * c["n_heads"] / t)
             t_attn = flops_attn / attn_rate + scores_bytes / hbm

@@ -90,3 +90,21 @@ def test_dropout_adds_only_its_masks_to_the_fused_residual_add():
     per_layer = 2 * 8192 * 4096 / 3.35e12
     assert on["time_layer_fwd_s"][0] - off["time_layer_fwd_s"][0] == pytest.approx(per_layer, rel=1e-6)
     assert on["time_compute_mb_s"][0] - off["time_compute_mb_s"][0] == pytest.approx(32 * 3 * per_layer, rel=1e-6)
+
+
+def test_unfused_attention_streams_13_bytes_per_score_and_takes_its_stack_factor():
+    """Unfused attention (megatron-2021), GPT-3 175B at s = 2,048, tp 8, on an A100 80 GB (2.039 TB/s): per
+    layer forward the scores stream 13 B each (QK^T writes 2, softmax r+w 4, dropout r+w+mask 5, AV reads 2;
+    the AV read was missing), 13 x 2,048 x 2,048 x 96 / 8 = 654.3 MB, 0.3209 ms; the batched GEMMs take
+    the rest, and the stack's fitted attn_kernel_scale scales their rate (it entered no term before, so
+    the fit could not move it for this stack)."""
+    row = dict(model="gpt3-175b", gpu="a100-sxm-80gb", n_gpus=64, global_batch=64, seq_len=2048, tp=8, pp=8,
+               recompute="full", stack="megatron-2021")
+    scores_s = 13 * 2048 * 2048 * 96 / 8 / 2.039e12
+    assert scores_s == pytest.approx(0.3209e-3, rel=1e-3)
+    row.update(ep=1, cp=1, vp=1, zero_stage=1, micro_batch=1)
+    times = []
+    for factor in (1.0, 2.0):
+        scale = CAL.attn_kernel_scale[:2] + (factor,) + CAL.attn_kernel_scale[3:]
+        times.append(objectives.evaluate(row, cal=CAL.replace(attn_kernel_scale=scale))["time_attn_fwd_s"][0])
+    assert times[1] - scores_s == pytest.approx((times[0] - scores_s) / 2, rel=1e-9)
