@@ -12,7 +12,8 @@ Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, resu
 - ``kernel_overhead_s[stack]``: fixed time per transformer layer per micro-batch per forward pass (kernel
   launch, synchronisation, small ops the roofline does not see); the backward costs twice this.
 - ``attn_kernel_scale[stack]``: the stack's attention kernels relative to the benchmarked kernel of their
-  class (its version, head-dimension and masking paths, the work around the kernel: rotary, layouts).
+  class (its version, head-dimension and masking paths, the work around the kernel: rotary, layouts); for
+  unfused attention, its batched QK^T and AV GEMMs relative to the narrow-GEMM estimate (d_head inner).
 - ``moe_layer_overhead_s``: fixed time per MoE layer per micro-batch per pass: the router's top-k and the
   token-count exchange that dropless routing needs on the host before its all-to-all (a device-to-host
   synchronisation that stalls the launch queue).
@@ -59,22 +60,27 @@ class StackTraits(NamedTuple):
     dp_overlap: bool  # gradient reduce-scatter / weight all-gather overlapped with compute
     tp_overlap: bool  # tensor-parallel collectives overlapped with GEMMs
     ep_overlap: bool  # expert-parallel all-to-all overlapped with compute
+    tp_async_dgrad: bool  # column-parallel backward: input-gradient AR/RS (and SP re-gather) behind their GEMMs
 
 
 #: what each stack does, from its documentation
 TRAITS: dict[str, StackTraits] = {
     # Megatron-Core / Megatron-Bridge, 2025+: cuDNN fused attention (TransformerEngine), MoE all-to-all
     # overlap (--overlap-moe-expert-parallel-comm), --overlap-grad-reduce and
-    # --overlap-param-gather, --tp-comm-overlap (Megatron-Core and NeMo performance-tuning docs)
-    "megatron-core": StackTraits(2, True, True, True),
+    # --overlap-param-gather, --tp-comm-overlap (Megatron-Core and NeMo performance-tuning docs); the
+    # column-parallel backward asynchronous (LinearWithGradAccumulationAndAsyncCommunication in
+    # megatron/core/tensor_parallel/layers.py; TE's bulk userbuffer overlap under --tp-comm-overlap)
+    "megatron-core": StackTraits(2, True, True, True, True),
     # the same in 2024 (Megatron-Core r0.8, NeMo 24.x): TransformerEngine then preferred the flash-attn 2
     # backend over cuDNN fused attention on Hopper (TE attention backend selection, NVTE_FLASH_ATTN)
-    "megatron-core-2024": StackTraits(1, True, True, False),
+    "megatron-core-2024": StackTraits(1, True, True, False, True),
     # Megatron-LM as in Narayanan et al. SC'21: fused scale-mask-softmax over materialized scores, gradient
-    # all-reduce after the backward pass, no TP overlap (Sec. 4.2 and the 2021 code)
-    "megatron-2021": StackTraits(0, False, False, False),
+    # all-reduce after the backward pass, no TP overlap (Sec. 4.2 and the 2021 code). The asynchronous
+    # input-gradient all-reduce landed after the paper's runs (Megatron-LM commit cf7efd4, 30 Aug 2021, made
+    # the default by 3f65246, 2 Sep 2021: --no-async-tensor-model-parallel-allreduce), so none here
+    "megatron-2021": StackTraits(0, False, False, False, False),
     # PyTorch FSDP as in MosaicML llm-foundry (2023): FlashAttention-2 / Triton attention, FSDP prefetch; no TP
-    "pytorch-fsdp": StackTraits(1, True, False, False),
+    "pytorch-fsdp": StackTraits(1, True, False, False, False),
 }
 
 def trait(name: str):

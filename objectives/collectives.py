@@ -16,14 +16,21 @@ per direction; ``B_out`` already carries the NIC efficiency. Ring collectives pa
 domain on the same rail, which in a rail-optimized fat tree mostly shares a leaf, so they use ``B_out``;
 all-to-all and pipeline sends spread over the fabric and cross the leaf uplinks, so they use ``B_cross``
 (``B_out`` over the oversubscription the job meets; objectives.topology).
+
+A job is placed so that a group that fits in a domain sits inside one (on a 72-GPU NVL72 rack a job of
+power-of-two groups uses 64 GPUs per rack, as Slurm's ``--segment`` does): ``g_in`` counts whole members.
+
+Ring sends (context-parallel ring attention, pipeline stages) move in lockstep: every rank sends to its
+neighbour, and a step ends when its slowest hop does. A ring whose group spans more than one domain has
+hops that leave it, so every step runs at the scale-out tier (NCCL send/recv, Megatron-Core CP and PP).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Tiers", "split_tiers", "all_reduce_s", "reduce_scatter_s", "reduce_scatter_bw_s", "all_gather_s",
-           "all_to_all_s", "p2p_s", "ring_latency_s"]
+__all__ = ["Tiers", "split_tiers", "spans_domains", "all_reduce_s", "reduce_scatter_s", "reduce_scatter_bw_s",
+           "all_gather_s", "all_to_all_s", "p2p_s", "ring_hop_s", "ring_latency_s"]
 
 
 class Tiers:
@@ -40,6 +47,11 @@ def split_tiers(group: np.ndarray, stride: np.ndarray, tiers: Tiers) -> tuple[np
     """(g_in, g_out): members of a group inside one scale-up domain, and the number of domains it spans."""
     g_in = np.minimum(np.maximum(np.floor(tiers.size / stride), 1.0), group)  # np.clip, at half its cost
     return g_in, group / g_in
+
+
+def spans_domains(group, stride, tiers: Tiers) -> np.ndarray:
+    """True where some group of ``group`` ranks ``stride`` apart has members in more than one domain."""
+    return split_tiers(group, stride, tiers)[1] > 1.0
 
 
 def _depth(g: np.ndarray) -> np.ndarray:
@@ -90,7 +102,19 @@ def all_to_all_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     return np.maximum(inside, outside) + lat * (group > 1)
 
 
-def p2p_s(nbytes, stride, tiers: Tiers) -> np.ndarray:
-    """Point-to-point send of ``nbytes`` to the neighbour ``stride`` ranks away (pipeline stages)."""
-    inside = stride < tiers.size
+def p2p_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
+    """One lockstep send of ``nbytes`` between the pipeline stages of a group of ``group`` stages
+    ``stride`` ranks apart: over NVLink when every stage of the group shares a domain, else at the pace of
+    the boundary that leaves it, through the leaf uplinks (stages are far apart in the fabric)."""
+    inside = ~spans_domains(group, stride, tiers)
     return np.where(inside, nbytes / tiers.bw_up + tiers.lat_up, nbytes / tiers.bw_cross + tiers.lat_out)
+
+
+def ring_hop_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
+    """One step of a ring of sends (context-parallel ring attention): every rank sends ``nbytes`` to the
+    next of its ``group`` ranks ``stride`` apart; the step ends with its slowest hop. A ring over more than
+    one domain has hops that leave it, on the NIC at ``B_out``: its domains are neighbours in the job, and
+    NCCL routes a send to another rail over NVLink onto the receiver's rail first (PXN,
+    NCCL_P2P_PXN_LEVEL), so the hop stays under one leaf."""
+    inside = ~spans_domains(group, stride, tiers)
+    return np.where(inside, nbytes / tiers.bw_up + tiers.lat_up, nbytes / tiers.bw_out + tiers.lat_out)

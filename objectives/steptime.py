@@ -11,7 +11,10 @@ fp32 weights, both moments and gradients and writes weights, moments and 16-bit 
 per parameter of the GPU's shard.
 
 MFU = model FLOPs per second per GPU / dense peak at the run's precision (Korthikanti et al. Sec. 6;
-Chowdhery et al. 2022, App. B); model FLOPs exclude recomputation.
+Chowdhery et al. 2022, App. B); model FLOPs exclude recomputation. ``mfu`` counts the causal half of the
+attention scores (Megatron-LM and Megatron-Bridge today; never above the GPU's GEMM efficiency),
+``mfu_full_attn`` all of them (Narayanan et al., NeMo 24.x, MosaicML: compare with those sources'
+published MFU); objectives.transformer.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ SECONDS_PER_DAY = 86400.0
 class StepTime(Model):
     requires = (
         "n_gpus", "seq_len", "global_batch", "train_tokens", "pp", "vp", "dp", "cp", "zero_stage",
-        "n_microbatches", "params_per_gpu", "model_flops_per_token", "gpu_hbm_tbps", "peak_flops_per_s",
+        "n_microbatches", "params_per_gpu", "model_flops_per_token", "model_flops_per_token_full_attn", "gpu_hbm_tbps", "peak_flops_per_s",
         "time_compute_mb_s", "time_tp_comm_mb_s", "time_cp_comm_mb_s", "time_ep_comm_mb_s",
         "time_pp_comm_mb_s", "time_dp_comm_exposed_s", "con_memory", "con_layout", "con_precision",
     )
@@ -44,8 +47,9 @@ class StepTime(Model):
         "step_time_s": "s; one training step (sum of the time_*_s breakdown)",
         "tokens_per_s": "tokens/s; whole job",
         "tokens_per_s_per_gpu": "tokens/s; per GPU",
-        "model_tflops_per_gpu": "TFLOP/s; model FLOPs (recompute excluded) per GPU",
-        "mfu": "fraction; model FLOPs utilisation against dense peak at the run's precision",
+        "model_tflops_per_gpu": "TFLOP/s; model FLOPs (causal attention, recompute excluded) per GPU",
+        "mfu": "fraction; model FLOPs utilisation against dense peak at the run's precision, causal attention counted",
+        "mfu_full_attn": "fraction; mfu with the full s x s attention counted (Narayanan, NeMo 24.x, MosaicML convention)",
         "time_to_train_ideal_days": "days; train_tokens at this throughput, no failures (time_to_train_days adds them)",
         "gpu_hours": "GPU-hours; n_gpus x time_to_train_ideal_days (no failures)",
         "feasible": "bool; every con_* <= 0",
@@ -80,6 +84,7 @@ class StepTime(Model):
             "tokens_per_s_per_gpu": tps_gpu,
             "model_tflops_per_gpu": model_tflops,
             "mfu": model_tflops * 1e12 / c["peak_flops_per_s"],
+            "mfu_full_attn": c["model_flops_per_token_full_attn"] * tps_gpu / c["peak_flops_per_s"],
             "time_to_train_ideal_days": train_s / SECONDS_PER_DAY,
             "gpu_hours": c["n_gpus"] * train_s / 3600.0,
             "feasible": feasible,

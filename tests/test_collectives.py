@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from objectives.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s, split_tiers
+from objectives.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s, ring_hop_s, split_tiers
 
 # 8-GPU NVLink domains at 360 GB/s, NICs at 46.5 GB/s, no latency: bandwidth terms only
 NET = Tiers(size=np.array([8.0]), bw_up=np.array([360e9]), bw_out=np.array([46.5e9]), lat_up=0.0, lat_out=0.0)
@@ -36,5 +36,20 @@ def test_all_to_all_bottleneck_is_the_nic():
 
 
 def test_p2p_inside_and_across():
-    assert p2p_s(GB, np.array([4.0]), NET)[0] == pytest.approx(1 / 360)
-    assert p2p_s(GB, np.array([8.0]), NET)[0] == pytest.approx(1 / 46.5)
+    """Pipeline sends of a group of pp stages ``stride`` ranks apart: 2 stages 4 apart share an 8-GPU node
+    (NVLink, 1 GB / 360 GB/s); 4 stages 4 apart span 16 ranks, so the stage 1 -> 2 boundary leaves the node
+    and paces every send (1 GB / 46.5 GB/s; the old rule, stride < domain, said NVLink); stages 8 apart
+    are always on different nodes."""
+    assert p2p_s(GB, np.array([2.0]), np.array([4.0]), NET)[0] == pytest.approx(1 / 360)
+    assert p2p_s(GB, np.array([4.0]), np.array([4.0]), NET)[0] == pytest.approx(1 / 46.5)
+    assert p2p_s(GB, np.array([2.0]), np.array([8.0]), NET)[0] == pytest.approx(1 / 46.5)
+
+
+def test_ring_hop_paced_by_its_cross_node_hop():
+    """A context-parallel ring of 8 ranks at stride 1 sits in one node: a step is 1 GB / 360 GB/s. A ring of
+    32 (tp 1, cp 32) spans 4 nodes; its 4 node-crossing hops pace every lockstep step at the NIC,
+    1 GB / 46.5 GB/s, 7.7x slower (the old rule priced the hop by the stride, 1 < 8: NVLink). A ring of 4
+    at stride 2 (tp 2, cp 4) spans 8 ranks, one node: NVLink."""
+    assert ring_hop_s(GB, np.array([8.0]), np.array([1.0]), NET)[0] == pytest.approx(1 / 360)
+    assert ring_hop_s(GB, np.array([32.0]), np.array([1.0]), NET)[0] == pytest.approx(1 / 46.5)
+    assert ring_hop_s(GB, np.array([4.0]), np.array([2.0]), NET)[0] == pytest.approx(1 / 360)

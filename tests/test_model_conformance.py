@@ -87,7 +87,7 @@ def test_breakdown_sums_to_step_time(stages):
     out = model(work, Calibration.load())
     parts = [k for k in objectives.METRICS if k.startswith("time_") and k.endswith("_s") and not k.endswith("_mb_s")
              and k not in ("time_to_train_days", "time_to_train_ideal_days", "time_dp_comm_s", "time_layer_fwd_s", "time_layer_bwd_s",
-                           "time_attn_fwd_s", "time_logits_s")]
+                           "time_attn_fwd_s", "time_logits_s", "time_qkv_gemm_s", "time_fc1_gemm_s")]
     total = sum(out[k] if k in out else work[k] for k in parts)
     np.testing.assert_allclose(total, out["step_time_s"], rtol=1e-12)
     assert set(parts) == {"time_compute_s", "time_tp_comm_s", "time_cp_comm_s", "time_ep_comm_s", "time_pp_comm_s",

@@ -11,8 +11,11 @@ import objectives
 GPT3_PARAMS = 174_566_105_088
 #   forward FLOPs per token at s=2048: per layer 2*12h^2 = 3,623,878,656 plus attention core
 #   4*s*h = 100,663,296 -> 3,724,541,952 x 96 = 357,556,027,392; logits 2*V*h = 1,235,116,032
-#   -> 358,791,143,424 forward; training = 3x = 1,076,373,430,272
-GPT3_TRAIN_FLOPS_PER_TOKEN = 1_076_373_430_272
+#   -> 358,791,143,424 forward; training = 3x = 1,076,373,430,272 (full s x s attention, Narayanan Eq. 3)
+GPT3_TRAIN_FLOPS_PER_TOKEN_FULL_ATTN = 1_076_373_430_272
+#   causal: half the attention core, 96 x 100,663,296 / 2 = 4,831,838,208 less -> 353,959,305,216 forward,
+#   training 1,061,877,915,648
+GPT3_TRAIN_FLOPS_PER_TOKEN = 1_061_877_915_648
 
 # Llama-3 70B (Meta 2024): L=80, h=8192, 64 heads, 8 KV heads, d_head 128, d_ff 28672 SwiGLU, V=128256, untied.
 #   attention h*128*(2*64 + 2*8) = 150,994,944; MLP 3*h*d_ff = 704,643,072; norms 16,384
@@ -20,8 +23,9 @@ GPT3_TRAIN_FLOPS_PER_TOKEN = 1_076_373_430_272
 LLAMA3_70B_PARAMS = 70_553_706_496
 #   forward per token at s=8192: 2*(150,994,944 + 704,643,072) = 1,711,276,032; core 4*s*64*128 =
 #   268,435,456 -> 1,979,711,488 x 80 = 158,376,919,040; logits 2*V*h = 2,101,346,304
-#   -> 160,478,265,344 forward; training 481,434,796,032
-LLAMA3_70B_TRAIN_FLOPS_PER_TOKEN = 481_434_796_032
+#   -> 160,478,265,344 forward; training 481,434,796,032 with the full s x s; causal: 80 x 268,435,456 / 2 =
+#   10,737,418,240 less -> 149,740,847,104 forward, training 449,222,541,312
+LLAMA3_70B_TRAIN_FLOPS_PER_TOKEN = 449_222_541_312
 
 
 def _eval(model, seq_len, **extra):
@@ -34,13 +38,14 @@ def test_gpt3_175b_counts():
     out = _eval("gpt3-175b", 2048)
     assert out["n_params"][0] == GPT3_PARAMS
     assert out["model_flops_per_token"][0] == GPT3_TRAIN_FLOPS_PER_TOKEN
+    assert out["model_flops_per_token_full_attn"][0] == GPT3_TRAIN_FLOPS_PER_TOKEN_FULL_ATTN
 
 
 def test_gpt3_flops_match_narayanan_closed_form():
     """Eq. 3 of Narayanan et al.: 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) model FLOPs per step (no recompute)."""
     l, h, s, V = 96, 12288, 2048, 50257
     per_token = 72 * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
-    assert _eval("gpt3-175b", s)["model_flops_per_token"][0] == pytest.approx(per_token, rel=1e-12)
+    assert _eval("gpt3-175b", s)["model_flops_per_token_full_attn"][0] == pytest.approx(per_token, rel=1e-12)
 
 
 def test_llama3_70b_counts():

@@ -1,0 +1,110 @@
+"""Compute time and utilisation against hand derivations and the GPU's GEMM ceiling."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import objectives
+from objectives.calibration import Calibration
+
+CAL = Calibration.load()
+
+
+def _eval(**row):
+    return objectives.evaluate(dict(dict(gpu="h100-sxm", ep=1, cp=1, vp=1, zero_stage=1, micro_batch=1), **row))
+
+
+def test_selective_recompute_reruns_the_unfused_attention_core():
+    """Korthikanti et al. Sec. 4.2.2: selective recompute re-runs QK^T, softmax, dropout and AV in the
+    backward. Unfused (megatron-2021) that is one more forward of the core per layer: the micro-batch's
+    compute grows by layers_per_stage x time_attn_fwd_s (12 x t_attn here). Flash attention's backward
+    recomputes the scores anyway and keeps no s x s activations, so there it costs nothing."""
+    row = dict(model="gpt3-175b", n_gpus=64, global_batch=64, seq_len=2048, tp=8, pp=8)
+    none = _eval(**row, stack="megatron-2021", recompute="none")
+    sel = _eval(**row, stack="megatron-2021", recompute="selective")
+    assert sel["time_compute_mb_s"][0] - none["time_compute_mb_s"][0] == pytest.approx(12 * none["time_attn_fwd_s"][0], rel=1e-9)
+    assert none["time_attn_fwd_s"][0] > 0
+    fused = [_eval(**row, stack="megatron-core", recompute=r)["time_compute_mb_s"][0] for r in ("none", "selective")]
+    assert fused[0] == fused[1]
+
+
+def test_output_layer_runs_in_bf16_in_fp8_recipes():
+    """Megatron-Core's output layer is a plain ColumnParallelLinear outside TE's fp8 autocast. Llama-3-8B,
+    tp 1, 8,192 tokens on an H100: 3 passes of 2 x 8,192 x 4,096 x 128,256 = 8.607e12 FLOP each at the bf16
+    GEMM rate 989e12 x 0.802 x 4,096 / (4,096 + gemm_n_half), plus 3 passes of 8 bytes per fp32 logit,
+    24 x 8,192 x 128,256 / 3.35e12 s: the same in an fp8 and a bf16 run (it used the fp8 rate)."""
+    rate = 989e12 * 0.802 * 4096 / (4096 + CAL.gemm_n_half)
+    expected = 3 * 2 * 8192 * 4096 * 128256 / rate + 24 * 8192 * 128256 / 3.35e12
+    row = dict(model="llama3-8b", n_gpus=8, global_batch=8, seq_len=8192, tp=1, pp=1, recompute="selective")
+    for precision in ("bf16", "fp8"):
+        assert _eval(**row, precision=precision)["time_logits_s"][0] == pytest.approx(expected, rel=1e-9)
+
+
+def test_llama3_70b_at_128k_mfu_under_the_gemm_ceiling():
+    """Llama-3-70B at 128K tokens on 512 H100 (searched mapping) reported MFU 0.87 with the full s x s
+    counted while the model computed the causal half. On the causal count it stays under the H100's bf16
+    GEMM efficiency 0.802; with the full s x s (mfu_full_attn) the attention core counts double: at s =
+    131,072 the core is 4 s x 8,192 = 4.29e9 FLOP per token per layer against 2 x 855.6e6 for the matmuls,
+    so the full count is (2 x 0.856e9 + 4.29e9) / (2 x 0.856e9 + 2.15e9) = 1.55x the causal one (layers
+    only; the logits dilute it slightly)."""
+    out = objectives.search_mapping(dict(model=["llama3-70b"], gpu="h100-sxm", n_gpus=512, global_batch=256,
+                                         seq_len=131072, precision="bf16"))
+    assert out["feasible"][0]
+    assert out["mfu"][0] <= 0.802
+    ratio = out["mfu_full_attn"][0] / out["mfu"][0]
+    assert ratio == pytest.approx((2 * 855_638_016 + 4 * 131072 * 8192) / (2 * 855_638_016 + 2 * 131072 * 8192), rel=0.01)
+
+
+MODELS = ("llama3-8b", "llama3-70b", "mixtral-8x7b", "gpt3-175b")
+GPUS = ("h100-sxm", "a100-sxm-80gb", "b200", "gb200")
+SEQS = (2048, 8192, 32768, 131072)
+
+
+@pytest.mark.parametrize("cal", [CAL, CAL.replace(attn_kernel_scale=(3.0, 3.0, 3.0, 3.0), attn_seq_half=16.0)],
+                         ids=["fitted", "attention-factor-past-its-box"])
+def test_mfu_never_exceeds_the_gemm_ceiling(cal):
+    """Over a grid of designs (4 models x 4 GPUs x 4 sequence lengths x bf16/fp8 x 4 stacks, best mapping of
+    each), MFU is at most the GPU's measured GEMM efficiency at the run's precision (the fastest any of its
+    kernels runs), also with the attention kernels' fitted factor at 3x, twice the top of its box (without
+    the cap on the attention rate some designs then exceed the ceiling by up to 0.27); the
+    full-attention count is never below it."""
+    grid = list(itertools.product(MODELS, GPUS, SEQS, ("bf16", "fp8"), objectives.calibration.STACKS))
+    table = {k: np.array([g[i] for g in grid]) for i, k in enumerate(("model", "gpu", "seq_len", "precision", "stack"))}
+    table.update(seq_len=table["seq_len"].astype(float), n_gpus=256, global_batch=256)
+    out = objectives.search_mapping(table, cal=cal)
+    ok = out["feasible"]
+    assert ok.sum() > 200
+    ceiling = np.where(out["precision"] == "fp8", out["gpu_gemm_eff_fp8"], out["gpu_gemm_eff_bf16"])
+    assert np.all(out["mfu"][ok] <= ceiling[ok] + 1e-12), np.max(out["mfu"][ok] - ceiling[ok])
+    assert np.all(out["mfu_full_attn"][ok] >= out["mfu"][ok])
+
+
+def test_dropout_adds_only_its_masks_to_the_fused_residual_add():
+    """Megatron-Core fuses bias, dropout and the residual add (bias_dropout_add): dropout adds no pass of its
+    own, only the two 1-byte masks it writes per h-wide element. Llama-3-8B, tp 1, 8,192 tokens on an H100:
+    2 B x 8,192 x 4,096 / 3.35e12 B/s = 20.03 us more per layer forward, twice that backward (the model
+    charged two separate dropout passes, 5 elements of h, whether or not the model used dropout)."""
+    row = dict(model="llama3-8b", n_gpus=8, global_batch=8, seq_len=8192, tp=1, pp=1, recompute="selective")
+    off, on = _eval(**row, dropout=0.0), _eval(**row, dropout=0.1)
+    per_layer = 2 * 8192 * 4096 / 3.35e12
+    assert on["time_layer_fwd_s"][0] - off["time_layer_fwd_s"][0] == pytest.approx(per_layer, rel=1e-6)
+    assert on["time_compute_mb_s"][0] - off["time_compute_mb_s"][0] == pytest.approx(32 * 3 * per_layer, rel=1e-6)
+
+
+def test_unfused_attention_streams_13_bytes_per_score_and_takes_its_stack_factor():
+    """Unfused attention (megatron-2021), GPT-3 175B at s = 2,048, tp 8, on an A100 80 GB (2.039 TB/s): per
+    layer forward the scores stream 13 B each (QK^T writes 2, softmax r+w 4, dropout r+w+mask 5, AV reads 2;
+    the AV read was missing), 13 x 2,048 x 2,048 x 96 / 8 = 654.3 MB, 0.3209 ms; the batched GEMMs take
+    the rest, and the stack's fitted attn_kernel_scale scales their rate (it entered no term before, so
+    the fit could not move it for this stack)."""
+    row = dict(model="gpt3-175b", gpu="a100-sxm-80gb", n_gpus=64, global_batch=64, seq_len=2048, tp=8, pp=8,
+               recompute="full", stack="megatron-2021")
+    scores_s = 13 * 2048 * 2048 * 96 / 8 / 2.039e12
+    assert scores_s == pytest.approx(0.3209e-3, rel=1e-3)
+    row.update(ep=1, cp=1, vp=1, zero_stage=1, micro_batch=1)
+    times = []
+    for factor in (1.0, 2.0):
+        scale = CAL.attn_kernel_scale[:2] + (factor,) + CAL.attn_kernel_scale[3:]
+        times.append(objectives.evaluate(row, cal=CAL.replace(attn_kernel_scale=scale))["time_attn_fwd_s"][0])
+    assert times[1] - scores_s == pytest.approx((times[0] - scores_s) / 2, rel=1e-9)
