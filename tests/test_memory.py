@@ -65,11 +65,19 @@ def test_1f1b_in_flight_capped_by_microbatches():
     assert out["mem_activations_gb"][0] * 1e9 == pytest.approx(per_layer * L / p * 4 + 4.0 * S * B * V / t, rel=1e-12)
 
 
-@pytest.mark.parametrize("zero, weights, grads, optimizer", [
-    (0, 2, 2, 12), (1, 2, 2, 12 / 64), (2, 2, 2 / 64, 12 / 64), (3, 2 / 64, 2 / 64, 12 / 64)])
-def test_zero_stages(zero, weights, grads, optimizer):
-    # Rajbhandari et al. Sec. 5: 2 + 2 + K(=12) bytes per parameter, sharded by stage over dp=64
-    row = dict(BASE, n_gpus=512, global_batch=512, tp=8, zero_stage=zero)
+@pytest.mark.parametrize("stack, zero, weights, grads, optimizer", [
+    # fp16 gradients (Megatron-LM 2021): 2 + 2 + 16 bytes (the optimizer keeps fp32 copies of weights and
+    # gradients and both moments), 4 + 16/d under the distributed optimizer (Megatron-Core dist_optimizer.md)
+    ("megatron-2021", 0, 2, 2, 16), ("megatron-2021", 1, 2, 2, 16 / 64),
+    ("megatron-2021", 2, 2, 2 / 64, 16 / 64), ("megatron-2021", 3, 2 / 64, 2 / 64, 16 / 64),
+    # bf16 with fp32 gradients (Megatron-Core): 2 + 4 + 12, i.e. 6 + 12/d with the distributed optimizer
+    ("megatron-core", 0, 2, 4, 12), ("megatron-core", 1, 2, 4, 12 / 64),
+    ("megatron-core", 2, 2, 4 / 64, 12 / 64), ("megatron-core", 3, 2 / 64, 4 / 64, 12 / 64)])
+def test_zero_stages(stack, zero, weights, grads, optimizer):
+    """Rajbhandari et al. Sec. 5 sharding by stage over dp = 512 / 8 = 64, with the bytes per parameter of
+    the Megatron-Core distributed optimizer docs by gradient precision. (The model counted 2 + 2 + 12 for
+    every stack before: fp32 gradients of bf16 models and the fp16 path's fp32 gradient copy were missing.)"""
+    row = dict(BASE, n_gpus=512, global_batch=512, tp=8, zero_stage=zero, stack=stack)
     out = objectives.evaluate(row)
     params = out["params_per_gpu"][0]
     assert params == pytest.approx((L * (12 * H * H + 2 * H) + V * H) / 8, rel=1e-12)
