@@ -62,6 +62,8 @@ class StackTraits(NamedTuple):
     grad_bytes: float  # bytes per gradient, as accumulated and reduce-scattered: 4 in fp32, 2 in 16 bits
     optimizer_bytes: float  # bytes per parameter of optimizer state: fp32 master weights and Adam moments (12),
     #                        plus an fp32 copy of 16-bit gradients where the optimizer makes one (16)
+    fp32_shards: bool  # ZeRO-3 shards the fp32 master weights only and gathers them cast to 16 bits (FSDP mixed
+    #                    precision), keeping no separate 16-bit shard
 
 
 #: what each stack does, from its documentation
@@ -72,20 +74,21 @@ TRAITS: dict[str, StackTraits] = {
     # models accumulate and reduce gradients in fp32 (Megatron-LM megatron/training/arguments.py: bf16 sets
     # accumulate_allreduce_grads_in_fp32; Megatron-Bridge pretraining recipes: ddp.grad_reduce_in_fp32 = True;
     # Megatron-Core distributed optimizer docs: bf16 parameters, fp32 gradients, 6 + 12/d bytes)
-    "megatron-core": StackTraits(2, True, True, True, 4.0, 12.0),
+    "megatron-core": StackTraits(2, True, True, True, 4.0, 12.0, False),
     # the same in 2024 (Megatron-Core r0.8, NeMo 24.x): TransformerEngine then preferred the flash-attn 2
     # backend over cuDNN fused attention on Hopper (TE attention backend selection, NVTE_FLASH_ATTN); NeMo 24.x
     # ran Apex's DistributedFusedAdam with a 16-bit gradient buffer synchronized in bf16 (NeMo-Framework-Launcher
     # H100 fp8 recipes: optim.grad_sync_dtype=bf16), 4 + 12/d bytes (Megatron-LM r0.8 alone would keep fp32)
-    "megatron-core-2024": StackTraits(1, True, True, False, 2.0, 12.0),
+    "megatron-core-2024": StackTraits(1, True, True, False, 2.0, 12.0, False),
     # Megatron-LM as in Narayanan et al. SC'21: fused scale-mask-softmax over materialized scores, gradient
     # all-reduce after the backward pass, no TP overlap (Sec. 4.2 and the 2021 code); fp16 models all-reduce
     # fp16 gradients and the fp16 optimizer holds fp32 copies (distributed optimizer docs: 20, 4 + 16/d bytes)
-    "megatron-2021": StackTraits(0, False, False, False, 2.0, 16.0),
+    "megatron-2021": StackTraits(0, False, False, False, 2.0, 16.0, False),
     # PyTorch FSDP as in MosaicML llm-foundry (2023): FlashAttention-2 / Triton attention, FSDP prefetch; no TP;
     # Composer's FSDP mixed_precision DEFAULT gathers bf16 weights and reduces fp32 gradients
-    # (composer get_mixed_precision: param_dtype bf16, reduce_dtype fp32)
-    "pytorch-fsdp": StackTraits(1, True, False, False, 4.0, 12.0),
+    # (composer get_mixed_precision: param_dtype bf16, reduce_dtype fp32); the sharded flat parameter is the
+    # fp32 master copy, cast when gathered (PyTorch FSDP MixedPrecision docs)
+    "pytorch-fsdp": StackTraits(1, True, False, False, 4.0, 12.0, True),
 }
 
 def trait(name: str):

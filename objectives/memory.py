@@ -9,6 +9,9 @@ gradients take 2, and Megatron's fp16 optimizer adds an fp32 copy of them, 16 by
 distributed optimizer) shards the optimizer states, stage 2 also the gradients, stage 3 also the
 weights, over the data-parallel group: dp x cp ranks for dense parameters, the expert data-parallel
 group of dp x cp x tp / (ep x etp) ranks for expert parameters (Megatron-Core MoE parallel folding).
+Stage 3 holds two units (layers, or an embedding table where larger) un-sharded, weights and gradients:
+the one computing and the one prefetched (Megatron-FSDP docs, double buffering); PyTorch FSDP's shard
+is the fp32 master copy itself, cast to 16 bits as it is gathered, so it keeps no 16-bit shard.
 
 Activations per layer and micro-batch (Korthikanti et al., MLSys'23, Sec. 4, Eq. 1-2 and Table 2) are
 34·s·b·h + 5·a·s²·b bytes without parallelism; with tensor parallelism t the 24·sbh of the attention and
@@ -61,6 +64,7 @@ GEMM_INPUT_BYTES = (2.0, 1.0, 0.5)
 _ATTN_KERNEL = trait("attention_kernel")
 _GRAD_BYTES = trait("grad_bytes")
 _OPTIMIZER_BYTES = trait("optimizer_bytes")
+_FP32_SHARDS = trait("fp32_shards")
 GIB_PER_GB = 2.0**30 / 1e9
 
 
@@ -75,8 +79,8 @@ class Memory(Model):
     provides = {
         "params_per_gpu": "count; parameters held by the busiest GPU before ZeRO sharding",
         "params_expert_per_gpu": "count; of which expert parameters (sharded over the expert data-parallel group)",
-        "mem_weights_gb": "GB; 16-bit weights per GPU",
-        "mem_grads_gb": "GB; gradients per GPU",
+        "mem_weights_gb": "GB; 16-bit weights per GPU (ZeRO-3: the shard plus two gathered units)",
+        "mem_grads_gb": "GB; gradients per GPU (ZeRO-3: the shard plus two un-sharded units)",
         "mem_optimizer_gb": "GB; fp32 master weights and Adam moments per GPU",
         "mem_activations_gb": "GB; activations in flight on the first pipeline stage plus logits",
         "hbm_used_gb": "GB; peak HBM per GPU",
@@ -104,9 +108,17 @@ class Memory(Model):
         def state_bytes(per_param, from_stage):
             return per_param * np.where(z >= from_stage, sharded, whole)
 
-        weights = state_bytes(WEIGHT_BYTES, 3)
-        grads = state_bytes(lookup(_GRAD_BYTES, c["stack"]), 2)
+        grad_bytes = lookup(_GRAD_BYTES, c["stack"])
+        # FSDP's ZeRO-3 shard is the fp32 master copy (in the optimizer's bytes), gathered cast to 16 bits
+        weights = state_bytes(WEIGHT_BYTES, 3) * ((z < 3) | (lookup(_FP32_SHARDS, c["stack"]) == 0))
+        grads = state_bytes(grad_bytes, 2)
         optimizer = state_bytes(lookup(_OPTIMIZER_BYTES, c["stack"]), 1)
+        # ZeRO-3 / FSDP un-shards two units at a time, the one computing and the one prefetched, weights and
+        # gradients each (Megatron-FSDP docs: double buffers sized for the largest unit, a layer or an
+        # embedding table)
+        unit = np.maximum(dense_layer / t + expert_layer / (c["etp"] * c["ep"]), c["vocab_size"] * h / t)
+        weights = weights + np.where(z >= 3, 2.0 * WEIGHT_BYTES * unit, 0.0)
+        grads = grads + np.where(z >= 3, 2.0 * grad_bytes * unit, 0.0)
 
         # --- activations (Korthikanti et al. Sec. 4) ---
         s_loc = c["seq_len"] / cp
