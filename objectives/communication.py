@@ -169,8 +169,7 @@ class Communication(Model):
         zero3_mb = ag_step + r + (layers - 1.0) * (np.maximum(a + r - b, 0.0) + NCCL_SM_SHARE * np.minimum(a + r, b))
         hidden = np.select([z >= 3, z >= 2, z >= 1], [m * zero3_mb, m * rs_step + ag_step, rs_step + ag_step],
                            behind(2.0 * r, b))  # ZeRO-0: a gradient all-reduce, bucket by bucket
-        dp_exposed = np.where(overlaps, hidden, dp_total) * (dp_group > 1)
-        dp_total = dp_total * (dp_group > 1)
+        dp_exposed = np.where(overlaps, hidden, dp_total)  # a group of one costs nothing: no volume, no latency
         return {
             "time_tp_comm_mb_s": tp_exposed,
             "time_cp_comm_mb_s": cp_exposed,

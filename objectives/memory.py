@@ -5,10 +5,11 @@ table of bytes per parameter): 16-bit weights (2 bytes), gradients, and the fp32
 moments (12), in the stack's precision (calibration.TRAITS ``grad_bytes``, ``optimizer_bytes``): where
 gradients are accumulated and reduced in fp32 (Megatron-Core for bf16 models, FSDP with an fp32
 ``reduce_dtype``) they take 4 bytes, 6 + 12/d per parameter under the distributed optimizer; 16-bit
-gradients take 2, and Megatron's fp16 optimizer adds an fp32 copy of them, 16 bytes: 4 + 16/d. Stage 1 (Megatron's
-distributed optimizer) shards the optimizer states, stage 2 also the gradients, stage 3 also the
-weights, over the data-parallel group: dp x cp ranks for dense parameters, the expert data-parallel
-group of dp x cp x tp / (ep x etp) ranks for expert parameters (Megatron-Core MoE parallel folding).
+gradients take 2, and Megatron's fp16 optimizer adds an fp32 copy of them, 16 bytes: 4 + 16/d.
+Stage 1 (Megatron's distributed optimizer) shards the optimizer states, stage 2 also the gradients,
+stage 3 also the weights, over the data-parallel group: dp x cp ranks for dense parameters, the expert
+data-parallel group of dp x cp x tp / (ep x etp) ranks for expert parameters (Megatron-Core MoE parallel
+folding).
 Stage 3 holds two units (layers, or an embedding table where larger) un-sharded, weights and gradients:
 the one computing and the one prefetched (Megatron-FSDP docs, double buffering); PyTorch FSDP's shard
 is the fp32 master copy itself, cast to 16 bits as it is gathered, so it keeps no 16-bit shard.
@@ -81,7 +82,7 @@ class Memory(Model):
         "params_expert_per_gpu": "count; of which expert parameters (sharded over the expert data-parallel group)",
         "mem_weights_gb": "GB; 16-bit weights per GPU (ZeRO-3: the shard plus two gathered units)",
         "mem_grads_gb": "GB; gradients per GPU (ZeRO-3: the shard plus two un-sharded units)",
-        "mem_optimizer_gb": "GB; fp32 master weights and Adam moments per GPU",
+        "mem_optimizer_gb": "GB; fp32 master weights and Adam moments (and fp32 gradient copies) per GPU",
         "mem_activations_gb": "GB; activations in flight on the first pipeline stage plus logits",
         "hbm_used_gb": "GB; peak HBM per GPU",
         "hbm_usable_gb": "GB; HBM a training process can use (1e9 bytes)",
