@@ -46,7 +46,8 @@ ACT_BYTES = 2.0  # 16-bit activations on the wire
 WEIGHT_BYTES = 2.0  # 16-bit weights gathered (ZeRO-1..3)
 #: share of the GPU's SMs one NCCL collective occupies while it runs: 16 SMs, the low end of the 16-32
 #: that Megatron-FSDP's docs give for FSDP collectives (megatron_fsdp.md, SHARP), of an H100's 132; the
-#: GEMMs it overlaps run that much slower (A100: 108 SMs, B200: 148, the same within a few points)
+#: GEMMs it overlaps run that much slower (A100: 108 SMs, B200: 148, the same within a few points); its HBM
+#: traffic, a few bytes per byte on the wire at ~50 GB/s per NIC against 2-8 TB/s of HBM, is left out
 NCCL_SM_SHARE = 16.0 / 132.0
 _TP_OVERLAP = trait("tp_overlap")
 _DP_OVERLAP = trait("dp_overlap")
