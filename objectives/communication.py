@@ -129,18 +129,21 @@ class Communication(Model):
         # the expert data-parallel group, dp x cp x tp / (ep x etp) ranks at stride ep x etp (Megatron-Core MoE
         # parallel folding): with ep 8 that group has one rank per 8-GPU node, and its NIC carries all of it
         expert = c["params_expert_per_gpu"]
-        dense = c["params_per_gpu"] - expert
+        has_experts = bool(np.any(expert > 0))  # dense tables skip the expert group
+        dense = c["params_per_gpu"] - expert if has_experts else c["params_per_gpu"]
         dp_group = c["dp"] * cp
-        ep_stride = c["ep"] * c["etp"]
-        edp_group = dp_group * t / ep_stride
-        split_dense, split_expert = split_tiers(dp_group, t, net), split_tiers(edp_group, ep_stride, net)
-        lat = ring_latency_s(dp_group, t, net, split_dense) * (dp_group > 1) \
-            + ring_latency_s(edp_group, ep_stride, net, split_expert) * ((edp_group > 1) & (expert > 0))
+        split_dense = split_tiers(dp_group, t, net)
+        lat = ring_latency_s(dp_group, t, net, split_dense)  # a group of one: no latency, no volume
+        if has_experts:
+            ep_stride = c["ep"] * c["etp"]
+            edp_group = dp_group * t / ep_stride
+            split_expert = split_tiers(edp_group, ep_stride, net)
+            lat = lat + ring_latency_s(edp_group, ep_stride, net, split_expert) * (expert > 0)
 
         def wire_s(bytes_per_param):
             """Bandwidth time of one reduce-scatter (or all-gather) of every parameter the GPU holds."""
-            return reduce_scatter_bw_s(bytes_per_param * dense, split_dense, net) \
-                + reduce_scatter_bw_s(bytes_per_param * expert, split_expert, net)
+            dense_s = reduce_scatter_bw_s(bytes_per_param * dense, split_dense, net)
+            return dense_s + reduce_scatter_bw_s(bytes_per_param * expert, split_expert, net) if has_experts else dense_s
 
         rs_bw = wire_s(lookup(_GRAD_BYTES, stack))  # gradients in the stack's precision
         ag_bw = wire_s(WEIGHT_BYTES)
@@ -170,7 +173,7 @@ class Communication(Model):
         zero3_mb = ag_step + r + (layers - 1.0) * (np.maximum(a + r - b, 0.0) + NCCL_SM_SHARE * np.minimum(a + r, b))
         hidden = np.select([z >= 3, z >= 2, z >= 1], [m * zero3_mb, m * rs_step + ag_step, rs_step + ag_step],
                            behind(2.0 * r, b))  # ZeRO-0: a gradient all-reduce, bucket by bucket
-        dp_exposed = np.where(overlaps, hidden, dp_total)  # a group of one costs nothing: no volume, no latency
+        dp_exposed = np.where(overlaps, hidden, dp_total)
         return {
             "time_tp_comm_mb_s": tp_exposed,
             "time_cp_comm_mb_s": cp_exposed,

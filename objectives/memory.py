@@ -135,9 +135,9 @@ class Memory(Model):
         sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
         mlp_input = np.where(moe, 2.0, g)  # the router's bf16 input, or FC1's saved input
         replicated = sb * (4.0 + g + mlp_input + 2.0 * c["dropout"]) * h / sp_split
-        # MoE: k dispatched copies (experts' FC1 input, over etp ranks) and k outputs for the weighted combine
-        routed = np.where(moe, sb * active * h * (g * c["etp"] + 2.0) / sp_split, 0.0)
-        layer = stored = interior + replicated + routed  # a layer's activations for its backward, scores aside
+        layer = stored = interior + replicated  # a layer's activations for its backward, scores aside
+        if moe.any():  # k dispatched copies (experts' FC1 input, over etp ranks), k outputs for the weighted combine
+            layer = stored = stored + np.where(moe, sb * active * h * (g * c["etp"] + 2.0) / sp_split, 0.0)
         stores_scores = (rc == 0) & (lookup(_ATTN_KERNEL, c["stack"]) == 0)
         if stores_scores.any():  # unfused attention without recompute keeps the s x s scores
             scores = 5.0 * c["n_heads"] * s_loc * c["seq_len"] * c["micro_batch"] / t
