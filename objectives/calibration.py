@@ -62,8 +62,8 @@ class StackTraits(NamedTuple):
     grad_bytes: float  # bytes per gradient, as accumulated and reduce-scattered: 4 in fp32, 2 in 16 bits
     optimizer_bytes: float  # bytes per parameter of optimizer state: fp32 master weights and Adam moments (12),
     #                        plus an fp32 copy of 16-bit gradients where the optimizer makes one (16)
-    fp32_shards: bool  # ZeRO-3 shards the fp32 master weights only and gathers them cast to 16 bits (FSDP mixed
-    #                    precision), keeping no separate 16-bit shard
+    fp32_shards: bool  # only the fp32 master shard persists; the 16-bit weights are gathered from it, cast, every
+    #                    micro-batch (PyTorch FSDP mixed precision; SHARD_GRAD_OP reshards after each backward)
 
 
 #: what each stack does, from its documentation

@@ -18,7 +18,8 @@ Volumes (16-bit activations; gradients in the stack's precision):
   gradients in the stack's precision (fp32 where it accumulates and reduces them in fp32) are
   reduce-scattered and the 16-bit weights all-gathered (ZeRO-0: the gradients all-reduced). Dense
   parameters go over the dp x cp group, expert parameters over the expert data-parallel group. ZeRO-1
-  does both once per step, ZeRO-2 reduce-scatters every micro-batch, ZeRO-3 / FSDP also gathers the
+  does both once per step, ZeRO-2 reduce-scatters every micro-batch (and PyTorch FSDP's SHARD_GRAD_OP
+  gathers every micro-batch too, resharding after each backward), ZeRO-3 / FSDP also gathers the
   weights in every micro-batch's forward and again in its backward (Rajbhandari et al. Sec. 5.3;
   megatron_fsdp.md: gradients reduce-scattered "during every backward pass" for ZeRO-2 and -3).
   Overlapping stacks run them layer by layer behind the neighbouring layer's compute (the gather of
@@ -53,6 +54,7 @@ _TP_OVERLAP = trait("tp_overlap")
 _DP_OVERLAP = trait("dp_overlap")
 _EP_OVERLAP = trait("ep_overlap")
 _GRAD_BYTES = trait("grad_bytes")
+_FP32_SHARDS = trait("fp32_shards")
 _TP_COLLECTIVES = (4.0, 4.0, 6.0)  # all-reduce-equivalents per layer by recompute: none, selective, full
 
 
@@ -153,8 +155,11 @@ class Communication(Model):
         # collective after the backward (Megatron-LM 2021)
         rs_all = rs_bw + np.where(overlaps, layers, 1.0) * lat
         ag_all = ag_bw + np.where(overlaps, layers, 1.0) * lat
-        dp_total = np.select([z >= 3, z >= 2, z >= 1], [m * (2.0 * ag_all + rs_all), m * rs_all + ag_all, rs_all + ag_all],
-                             2.0 * rs_all)
+        # ZeRO-2 gathers once per step where the 16-bit weights persist (Megatron), every micro-batch where only
+        # the fp32 shard does (PyTorch FSDP SHARD_GRAD_OP reshards after each backward)
+        z2_gathers = np.where(lookup(_FP32_SHARDS, stack) > 0, m, 1.0)
+        dp_total = np.select([z >= 3, z >= 2, z >= 1],
+                             [m * (2.0 * ag_all + rs_all), m * rs_all + z2_gathers * ag_all, rs_all + ag_all], 2.0 * rs_all)
         # per layer, behind the neighbouring layer's compute: the gather of layer i+1 behind layer i's
         # forward, the reduce-scatter of layer i behind layer i-1's backward (Megatron-FSDP runtime_schedule.md);
         # the first gather and the last reduce-scatter of a pass have nothing to hide behind; what is hidden
@@ -171,7 +176,7 @@ class Communication(Model):
         # ZeRO-3 per micro-batch: gathers in the forward; in the backward the gather of layer i-1 and the
         # reduce-scatter of layer i+1 share layer i's backward (the last layer stays gathered from the forward)
         zero3_mb = ag_step + r + (layers - 1.0) * (np.maximum(a + r - b, 0.0) + NCCL_SM_SHARE * np.minimum(a + r, b))
-        hidden = np.select([z >= 3, z >= 2, z >= 1], [m * zero3_mb, m * rs_step + ag_step, rs_step + ag_step],
+        hidden = np.select([z >= 3, z >= 2, z >= 1], [m * zero3_mb, m * rs_step + z2_gathers * ag_step, rs_step + ag_step],
                            behind(2.0 * r, b))  # ZeRO-0: a gradient all-reduce, bucket by bucket
         dp_exposed = np.where(overlaps, hidden, dp_total)
         return {

@@ -59,6 +59,17 @@ def test_zero1_reduces_once_per_step_and_zero3_every_micro_batch():
     assert z3 == pytest.approx(64 * one_byte, rel=1e-12)
 
 
+def test_fsdp_shard_grad_op_gathers_every_micro_batch():
+    """ZeRO-2 over m = 8 micro-batches, fp32 gradients (4 bytes) and bf16 weights (2): Megatron keeps the
+    gathered 16-bit weights and gathers once per step, 8 x 4 + 2 = 34 bytes per parameter on the wire;
+    PyTorch FSDP SHARD_GRAD_OP reshards after every backward and gathers each micro-batch, 8 x (4 + 2) = 48."""
+    one_byte = 7 / 8 * 1e9 / B_UP
+    for stack, bytes_on_wire in (("megatron-core", 34), ("pytorch-fsdp", 48)):
+        c = _columns(model="llama3-8b", n_gpus=8, global_batch=64, tp=1, stack=stack)
+        total, _ = _dp(c, zero_stage=2, params_per_gpu=1e9, n_microbatches=8)
+        assert total == pytest.approx(bytes_on_wire * one_byte, rel=1e-12), stack
+
+
 def test_expert_gradients_go_over_the_expert_data_parallel_group():
     """16 GPUs on two nodes, tp 1, ep 8: the dense group is dp x cp = 16 ranks at stride 1 (8 per node, two
     nodes), the expert data-parallel group dp x cp x tp / (ep x etp) = 2 ranks at stride ep x etp = 8: one
