@@ -1,6 +1,6 @@
 """Communication time of each parallelism, per micro-batch (tp, cp, ep, pp) and per step (dp).
 
-Volumes (16-bit activations and gradients):
+Volumes (16-bit activations; gradients in the stack's precision):
 - Tensor parallelism (Narayanan et al. SC'21 Sec. 3.1; Korthikanti et al. Sec. 4.2.2; Megatron-Core
   ``tensor_parallel/layers.py``), per layer, in all-reduce-equivalents (AR) of b·s·h, an all-gather (AG)
   or reduce-scatter (RS) being half of one: the forward's two ARs after the row-parallel out-projection
@@ -26,12 +26,20 @@ Volumes (16-bit activations and gradients):
 - Pipeline parallelism (Narayanan Sec. 4.1): per micro-batch and model chunk, the stage boundary sends
   b·s·h activations forward and gradients back (split over tp by the scatter/gather optimisation when
   sequence parallel); interleaving multiplies the sends by v.
-- Data parallelism (Narayanan Sec. 3.2; Megatron distributed optimizer): once per step, a reduce-scatter
-  of the gradients and an all-gather of the updated weights (ZeRO-0: an all-reduce). The reduce-scatter
-  hides behind the backward of the last micro-batch and the all-gather behind the forward of the first;
-  ZeRO-3 gathers weights in every micro-batch's forward and backward and reduce-scatters every
-  micro-batch's gradients (Rajbhandari et al. Sec. 5.3), hidden behind that micro-batch's compute.
-  Stacks without overlap (Megatron-LM 2021) expose all of it.
+- Data parallelism (Narayanan Sec. 3.2; Megatron-Core distributed optimizer; Megatron-FSDP docs): the
+  gradients in the stack's precision (fp32 where it accumulates and reduces them in fp32) are
+  reduce-scattered and the 16-bit weights all-gathered (ZeRO-0: the gradients all-reduced). Dense
+  parameters go over the dp x cp group, expert parameters over the expert data-parallel group. ZeRO-1
+  does both once per step, ZeRO-2 reduce-scatters every micro-batch (and PyTorch FSDP's SHARD_GRAD_OP
+  gathers every micro-batch too, resharding after each backward), ZeRO-3 / FSDP also gathers the
+  weights in every micro-batch's forward and again in its backward (Rajbhandari et al. Sec. 5.3;
+  megatron_fsdp.md: gradients reduce-scattered "during every backward pass" for ZeRO-2 and -3).
+  Overlapping stacks run them layer by layer behind the neighbouring layer's compute (the gather of
+  layer i+1 behind layer i's forward; in the backward the gather of layer i-1 and the reduce-scatter of
+  layer i+1 behind layer i's, Megatron-FSDP runtime_schedule.md): a layer's excess over its window is
+  exposed, the first gather and the last reduce-scatter of a pass are exposed whole, each pays one ring
+  latency, and the hidden part slows the GEMMs under it by the share of SMs the NCCL kernels take.
+  Stacks without overlap (Megatron-LM 2021) expose all of it, one collective after the backward.
 Groups are placed tp innermost, then cp, then dp (ep inside dp x cp), pp outermost.
 """
 
@@ -47,13 +55,21 @@ from objectives.topology import scaleout_bw, scaleout_latency_s
 
 __all__ = ["Communication", "tiers_of"]
 
-ACT_BYTES = 2.0  # 16-bit activations and gradients on the wire
+ACT_BYTES = 2.0  # 16-bit activations on the wire
+WEIGHT_BYTES = 2.0  # 16-bit weights gathered (ZeRO-1..3)
+#: share of the GPU's SMs one NCCL collective occupies while it runs: 16 SMs, the low end of the 16-32
+#: that Megatron-FSDP's docs give for FSDP collectives (megatron_fsdp.md, SHARP), of an H100's 132; the
+#: GEMMs it overlaps run that much slower (A100: 108 SMs, B200: 148, the same within a few points); its HBM
+#: traffic, a few bytes per byte on the wire at ~50 GB/s per NIC against 2-8 TB/s of HBM, is left out
+NCCL_SM_SHARE = 16.0 / 132.0
 _TP_OVERLAP = trait("tp_overlap")
 _DP_OVERLAP = trait("dp_overlap")
 _EP_OVERLAP = trait("ep_overlap")
 _TP_ASYNC = trait("tp_async_dgrad")
 _UNFUSED_ATTN = (trait("attention_kernel") == 0).astype(np.float64)  # unfused attention: selective recompute re-runs the core
 FULL = 2.0  # recompute code of full recompute (objectives.table CATEGORIES)
+_GRAD_BYTES = trait("grad_bytes")
+_FP32_SHARDS = trait("fp32_shards")
 
 
 def tiers_of(c, cal) -> Tiers:
@@ -79,8 +95,9 @@ class Communication(Model):
     requires = (
         "d_model", "n_kv_heads", "d_head", "seq_len", "moe_experts", "moe_topk", "layers_per_stage",
         "tp", "pp", "cp", "ep", "vp", "dp", "micro_batch", "n_microbatches", "recompute", "sequence_parallel",
-        "zero_stage", "params_per_gpu", "time_attn_fwd_s", "time_layer_fwd_s", "time_layer_bwd_s",
-        "time_compute_mb_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbps", "nic_gbps", "net_eff_rel", "net_oversub_seen",
+        "zero_stage", "params_per_gpu", "params_expert_per_gpu", "etp", "time_attn_fwd_s", "time_layer_fwd_s",
+        "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbps", "nic_gbps",
+        "net_eff_rel", "net_oversub_seen",
         "net_hop_latency_s", "net_hops", "stack",
     )
     provides = {
@@ -138,26 +155,58 @@ class Communication(Model):
         pp_bytes = act_bytes / sp_split
         pp = np.where(p > 1, 2.0 * c["vp"] * p2p_s(pp_bytes, p, t * cp * c["dp"], net), 0.0)
 
-        # data parallel over dp x cp ranks (stride tp); ZeRO stage decides how often and what hides it.
-        # ZeRO-3 / FSDP gathers and reduces layer by layer, so it pays the ring latency once per layer.
-        grad_bytes = ACT_BYTES * c["params_per_gpu"]
+        # data parallel (ZeRO / FSDP): dense parameters over dp x cp ranks at stride tp, expert parameters over
+        # the expert data-parallel group, dp x cp x tp / (ep x etp) ranks at stride ep x etp (Megatron-Core MoE
+        # parallel folding): with ep 8 that group has one rank per 8-GPU node, and its NIC carries all of it
+        expert = c["params_expert_per_gpu"]
+        has_experts = bool(np.any(expert > 0))  # dense tables skip the expert group
+        dense = c["params_per_gpu"] - expert if has_experts else c["params_per_gpu"]
         dp_group = c["dp"] * cp
-        has_dp = dp_group > 1
-        split = split_tiers(dp_group, t, net)
-        ring_latency = ring_latency_s(dp_group, t, net, split)
-        rs = (reduce_scatter_bw_s(grad_bytes, split, net) + ring_latency) * has_dp  # reduce_scatter_s
-        per_layer_latency = (layers - 1.0) * ring_latency * has_dp
-        z = c["zero_stage"]
-        m = c["n_microbatches"]
-        bwd_left = np.maximum(rs - layers * c["time_layer_bwd_s"], 0.0)  # not hidden behind a backward
-        fwd_left = np.maximum(rs - layers * c["time_layer_fwd_s"], 0.0)  # not hidden behind a forward
-        once = bwd_left + fwd_left
-        per_mb_rs = np.where(z >= 2, m * bwd_left + fwd_left, once)
-        zero3_mb = 3.0 * (rs + per_layer_latency)  # all-gather forward and backward, reduce-scatter
-        per_mb_all = m * np.maximum(zero3_mb - c["time_compute_mb_s"], 0.0)
-        zero3 = z >= 3
-        dp_total = np.where(zero3, m * zero3_mb, np.where(z >= 2, (m + 1.0) * rs, 2.0 * rs))
-        dp_exposed = np.where(lookup(_DP_OVERLAP, stack) > 0, np.where(zero3, per_mb_all, per_mb_rs), dp_total)
+        split_dense = split_tiers(dp_group, t, net)
+        lat = ring_latency_s(dp_group, t, net, split_dense)  # a group of one: no latency, no volume
+        if has_experts:
+            ep_stride = c["ep"] * c["etp"]
+            edp_group = dp_group * t / ep_stride
+            split_expert = split_tiers(edp_group, ep_stride, net)
+            lat = lat + ring_latency_s(edp_group, ep_stride, net, split_expert) * (expert > 0)
+
+        def wire_s(bytes_per_param):
+            """Bandwidth time of one reduce-scatter (or all-gather) of every parameter the GPU holds."""
+            dense_s = reduce_scatter_bw_s(bytes_per_param * dense, split_dense, net)
+            return dense_s + reduce_scatter_bw_s(bytes_per_param * expert, split_expert, net) if has_experts else dense_s
+
+        rs_bw = wire_s(lookup(_GRAD_BYTES, stack))  # gradients in the stack's precision
+        ag_bw = wire_s(WEIGHT_BYTES)
+        z, m = c["zero_stage"], c["n_microbatches"]
+        overlaps = lookup(_DP_OVERLAP, stack) > 0
+        # overlapping stacks reduce and gather layer by layer (one ring latency each); without overlap one
+        # collective after the backward (Megatron-LM 2021)
+        rs_all = rs_bw + np.where(overlaps, layers, 1.0) * lat
+        ag_all = ag_bw + np.where(overlaps, layers, 1.0) * lat
+        # ZeRO-2 gathers once per step where the 16-bit weights persist (Megatron), every micro-batch where only
+        # the fp32 shard does (PyTorch FSDP SHARD_GRAD_OP reshards after each backward)
+        z2_gathers = np.where(lookup(_FP32_SHARDS, stack) > 0, m, 1.0)
+        dp_total = np.select([z >= 3, z >= 2, z >= 1],
+                             [m * (2.0 * ag_all + rs_all), m * rs_all + z2_gathers * ag_all, rs_all + ag_all], 2.0 * rs_all)
+        # per layer, behind the neighbouring layer's compute: the gather of layer i+1 behind layer i's
+        # forward, the reduce-scatter of layer i behind layer i-1's backward (Megatron-FSDP runtime_schedule.md);
+        # the first gather and the last reduce-scatter of a pass have nothing to hide behind; what is hidden
+        # slows the GEMMs it overlaps by the SMs the NCCL kernels take (NCCL_SM_SHARE)
+        r, a = rs_bw / layers + lat, ag_bw / layers + lat
+        f, b = c["time_layer_fwd_s"], c["time_layer_bwd_s"]
+
+        def behind(comm, window):
+            """Exposed time of ``layers`` per-layer collectives of ``comm`` s, all but the edge one behind a
+            layer's ``window`` s of compute."""
+            return comm + (layers - 1.0) * (np.maximum(comm - window, 0.0) + NCCL_SM_SHARE * np.minimum(comm, window))
+
+        rs_step, ag_step = behind(r, b), behind(a, f)  # once per step: after the last backward, in the first forward
+        # ZeRO-3 per micro-batch: gathers in the forward; in the backward the gather of layer i-1 and the
+        # reduce-scatter of layer i+1 share layer i's backward (the last layer stays gathered from the forward)
+        zero3_mb = ag_step + r + (layers - 1.0) * (np.maximum(a + r - b, 0.0) + NCCL_SM_SHARE * np.minimum(a + r, b))
+        hidden = np.select([z >= 3, z >= 2, z >= 1], [m * zero3_mb, m * rs_step + z2_gathers * ag_step, rs_step + ag_step],
+                           behind(2.0 * r, b))  # ZeRO-0: a gradient all-reduce, bucket by bucket
+        dp_exposed = np.where(overlaps, hidden, dp_total)
         return {
             "time_tp_comm_mb_s": tp_exposed,
             "time_cp_comm_mb_s": cp_exposed,

@@ -1,23 +1,45 @@
 """Memory per GPU: model states by ZeRO stage, activations by recompute policy, and the fit in HBM.
 
-Model states (Rajbhandari et al., SC'20, Sec. 3.1 and 5, mixed-precision Adam, K = 12): 2 bytes of
-16-bit weights, 2 of gradients and 12 of fp32 master weights, momentum and variance per parameter.
-Stage 1 (Megatron's distributed optimizer) shards the 12, stage 2 also the gradients, stage 3 also the
-weights, over the data-parallel group (dp x cp ranks in Megatron; dp x cp / ep for expert weights).
+Model states (Rajbhandari et al., SC'20, Sec. 3.1 and 5; Megatron-Core distributed optimizer docs, the
+table of bytes per parameter): 16-bit weights (2 bytes), gradients, and the fp32 master weights and Adam
+moments (12), in the stack's precision (calibration.TRAITS ``grad_bytes``, ``optimizer_bytes``): where
+gradients are accumulated and reduced in fp32 (Megatron-Core for bf16 models, FSDP with an fp32
+``reduce_dtype``) they take 4 bytes, 6 + 12/d per parameter under the distributed optimizer; 16-bit
+gradients take 2, and Megatron's fp16 optimizer adds an fp32 copy of them, 16 bytes: 4 + 16/d.
+Stage 1 (Megatron's distributed optimizer) shards the optimizer states, stage 2 also the gradients,
+stage 3 also the weights, over the data-parallel group: dp x cp ranks for dense parameters, the expert
+data-parallel group of dp x cp x tp / (ep x etp) ranks for expert parameters (Megatron-Core MoE parallel
+folding).
+Stage 3 holds two units (layers, or an embedding table where larger) un-sharded, weights and gradients:
+the one computing and the one prefetched (Megatron-FSDP docs, double buffering); PyTorch FSDP's shard
+is the fp32 master copy itself, cast to 16 bits as it is gathered, so it keeps no 16-bit shard.
 
 Activations per layer and micro-batch (Korthikanti et al., MLSys'23, Sec. 4, Eq. 1-2 and Table 2) are
 34·s·b·h + 5·a·s²·b bytes without parallelism; with tensor parallelism t the 24·sbh of the attention and
 MLP interiors and the 5·a·s²·b scores divide by t, and with sequence parallelism the remaining 10·sbh
-(norms, inputs, dropout masks) do too. Written per term so that GQA, SwiGLU and d_ff != 4h follow:
+(norms, inputs, dropout masks) do too. Written per term so that GQA, SwiGLU and d_ff != 4h follow, with
+``g`` the bytes of a saved GEMM input (2 in bf16; 1 in fp8 and 0.5 in fp4, where Transformer Engine's
+Linear, LayerNormLinear and GroupedLinear save the quantized copy of their input for the weight-gradient
+GEMM and drop the 16-bit one: transformer_engine/pytorch/module/linear.py, layernorm_mlp.py):
 
-    attention interior: 2·q (Q) + 4·kv (K, V) + 2·q (context, input to O) bytes per token
-    MLP interior:       2·f·(2 for GELU in/out; 3 for SwiGLU gate, up, product) per active expert
-    replicated:         10·h (two norm inputs 4h, two block inputs 4h, two dropout masks 2h; 8·h for
-                        models trained without dropout, ``dropout`` = 0, as most current LLMs are)
+    attention interior: 2·q (Q) + 4·kv (K, V), kept in 16 bits (the attention core runs in bf16), and
+                        g·q (context, input to O); in fp8 without recompute the attention also keeps its
+                        bf16 output (2·q) for its backward, which in bf16 is the same tensor
+    MLP interior:       per active expert, 2·f·(1 for GELU; 2 for SwiGLU gate and up) bf16 activation
+                        input, and g·f its output (input to the down projection)
+    replicated:         4·h two norm inputs (bf16, for the norms' backward), g·h each for the two norm
+                        outputs (inputs to QKV and FC1; an MoE router keeps its bf16 input: 2·h), two
+                        dropout masks 2·h (none for models trained without dropout, ``dropout`` = 0)
+    routed copies:      per MoE layer, the k dispatched copies of each token (input to the experts' first
+                        GEMM, g·k·h, all-gathered over the etp expert-tensor-parallel ranks) and the k
+                        expert outputs kept for the router-probability weighted combine (2·k·h), per
+                        token of the sequence-parallel shard (Megatron-Core moe/token_dispatcher.py and
+                        moe_utils.unpermute with probs)
     scores:             5·a·s per token (softmax 2, dropout mask 1, dropout output 2), dropped by
                         selective recompute (Sec. 4.2.2), and never stored by fused (flash) attention,
                         which recomputes them in its backward (Dao et al. 2022)
 
+In bf16 these reduce to the paper's 34·sbh (4·q + 4·kv + 2·f·(2 + swiglu) + 10·h).
 Full recompute keeps only each layer's 2·s·b·h input (divided by t with sequence parallelism) plus one
 layer's activations, without stored scores, while it is recomputed. A pipeline stage holds L/p layers for min(p, m) micro-batches
 in flight under 1F1B, and L·(1 + (p-1)/(p·v)) layer-micro-batches under the interleaved schedule
@@ -32,11 +54,18 @@ import numpy as np
 from objectives.base import Model, lookup
 from objectives.calibration import trait
 
-__all__ = ["Memory", "BYTES_PER_PARAM"]
+__all__ = ["Memory", "WEIGHT_BYTES", "GEMM_INPUT_BYTES"]
 
-#: bytes per parameter (weights, gradients, optimizer states) before sharding, Rajbhandari et al. Sec. 3.1
-BYTES_PER_PARAM = {"weights": 2.0, "grads": 2.0, "optimizer": 12.0}
+#: bytes per 16-bit weight; the gradients' and optimizer states' bytes are the stack's (calibration.TRAITS
+#: grad_bytes, optimizer_bytes)
+WEIGHT_BYTES = 2.0
+#: bytes of a GEMM input saved for the backward, by precision (bf16, fp8, fp4): Transformer Engine keeps
+#: the quantized copy (the scales of fp4 blocks, 1 byte per 16 values, are left out)
+GEMM_INPUT_BYTES = (2.0, 1.0, 0.5)
 _ATTN_KERNEL = trait("attention_kernel")
+_GRAD_BYTES = trait("grad_bytes")
+_OPTIMIZER_BYTES = trait("optimizer_bytes")
+_FP32_SHARDS = trait("fp32_shards")
 GIB_PER_GB = 2.0**30 / 1e9
 
 
@@ -46,13 +75,14 @@ class Memory(Model):
         "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
         "params_ffn_active_layer", "params_embedding", "layers_per_stage", "etp", "tp", "pp", "cp", "ep", "vp", "dp",
         "micro_batch", "n_microbatches", "recompute", "sequence_parallel", "zero_stage", "gpu_hbm_gb", "stack",
-        "dropout",
+        "dropout", "precision",
     )
     provides = {
         "params_per_gpu": "count; parameters held by the busiest GPU before ZeRO sharding",
-        "mem_weights_gb": "GB; 16-bit weights per GPU",
-        "mem_grads_gb": "GB; gradients per GPU",
-        "mem_optimizer_gb": "GB; fp32 master weights and Adam moments per GPU",
+        "params_expert_per_gpu": "count; of which expert parameters (sharded over the expert data-parallel group)",
+        "mem_weights_gb": "GB; 16-bit weights per GPU (ZeRO-3: the shard plus two gathered units)",
+        "mem_grads_gb": "GB; gradients per GPU (ZeRO-3: the shard plus two un-sharded units)",
+        "mem_optimizer_gb": "GB; fp32 master weights and Adam moments (and fp32 gradient copies) per GPU",
         "mem_activations_gb": "GB; activations in flight on the first pipeline stage plus logits",
         "hbm_used_gb": "GB; peak HBM per GPU",
         "hbm_usable_gb": "GB; HBM a training process can use (1e9 bytes)",
@@ -79,9 +109,17 @@ class Memory(Model):
         def state_bytes(per_param, from_stage):
             return per_param * np.where(z >= from_stage, sharded, whole)
 
-        weights = state_bytes(BYTES_PER_PARAM["weights"], 3)
-        grads = state_bytes(BYTES_PER_PARAM["grads"], 2)
-        optimizer = state_bytes(BYTES_PER_PARAM["optimizer"], 1)
+        grad_bytes = lookup(_GRAD_BYTES, c["stack"])
+        # FSDP's ZeRO-3 shard is the fp32 master copy (in the optimizer's bytes), gathered cast to 16 bits
+        weights = state_bytes(WEIGHT_BYTES, 3) * ((z < 3) | (lookup(_FP32_SHARDS, c["stack"]) == 0))
+        grads = state_bytes(grad_bytes, 2)
+        optimizer = state_bytes(lookup(_OPTIMIZER_BYTES, c["stack"]), 1)
+        # ZeRO-3 / FSDP un-shards two units at a time, the one computing and the one prefetched, weights and
+        # gradients each (Megatron-FSDP docs: double buffers sized for the largest unit, a layer or an
+        # embedding table)
+        unit = np.maximum(dense_layer / t + expert_layer / (c["etp"] * c["ep"]), c["vocab_size"] * h / t)
+        weights = weights + np.where(z >= 3, 2.0 * WEIGHT_BYTES * unit, 0.0)
+        grads = grads + np.where(z >= 3, 2.0 * grad_bytes * unit, 0.0)
 
         # --- activations (Korthikanti et al. Sec. 4) ---
         s_loc = c["seq_len"] / cp
@@ -89,12 +127,17 @@ class Memory(Model):
         q = c["n_heads"] * c["d_head"]
         kv = c["n_kv_heads"] * c["d_head"]
         active = np.where(moe, c["moe_topk"], 1.0)
-        mlp_interior = 2.0 * c["d_ff"] * (2.0 + c["ffn_kind"]) * active
-        interior = sb * (4.0 * q + 4.0 * kv + mlp_interior) / t
-        sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
-        replicated = sb * (8.0 + 2.0 * c["dropout"]) * h / sp_split
-        layer = stored = interior + replicated  # a layer's activations for its backward, scores aside
         rc = c["recompute"]
+        g = lookup(GEMM_INPUT_BYTES, c["precision"])  # bytes of a saved GEMM input
+        context = g * q + np.where((rc == 0) & (g < 2.0), 2.0 * q, 0.0)  # + the attention's own bf16 output
+        mlp_interior = c["d_ff"] * (2.0 * (1.0 + c["ffn_kind"]) + g) * active
+        interior = sb * (2.0 * q + 4.0 * kv + context + mlp_interior) / t
+        sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
+        mlp_input = np.where(moe, 2.0, g)  # the router's bf16 input, or FC1's saved input
+        replicated = sb * (4.0 + g + mlp_input + 2.0 * c["dropout"]) * h / sp_split
+        layer = stored = interior + replicated  # a layer's activations for its backward, scores aside
+        if moe.any():  # k dispatched copies (experts' FC1 input, over etp ranks), k outputs for the weighted combine
+            layer = stored = stored + np.where(moe, sb * active * h * (g * c["etp"] + 2.0) / sp_split, 0.0)
         stores_scores = (rc == 0) & (lookup(_ATTN_KERNEL, c["stack"]) == 0)
         if stores_scores.any():  # unfused attention without recompute keeps the s x s scores
             scores = 5.0 * c["n_heads"] * s_loc * c["seq_len"] * c["micro_batch"] / t
@@ -113,6 +156,7 @@ class Memory(Model):
         usable = c["gpu_hbm_gb"] * GIB_PER_GB * cal.hbm_usable_frac - cal.hbm_reserved_gb
         return {
             "params_per_gpu": whole,
+            "params_expert_per_gpu": expert,
             "mem_weights_gb": weights / 1e9,
             "mem_grads_gb": grads / 1e9,
             "mem_optimizer_gb": optimizer / 1e9,

@@ -31,8 +31,9 @@ SECONDS_PER_DAY = 86400.0
 
 class StepTime(Model):
     requires = (
-        "n_gpus", "seq_len", "global_batch", "train_tokens", "pp", "vp", "dp", "cp", "zero_stage",
-        "n_microbatches", "params_per_gpu", "model_flops_per_token", "model_flops_per_token_full_attn", "gpu_hbm_tbps", "peak_flops_per_s",
+        "n_gpus", "seq_len", "global_batch", "train_tokens", "tp", "pp", "vp", "dp", "cp", "ep", "etp", "zero_stage",
+        "n_microbatches", "params_per_gpu", "params_expert_per_gpu", "model_flops_per_token",
+        "model_flops_per_token_full_attn", "gpu_hbm_tbps", "peak_flops_per_s",
         "time_compute_mb_s", "time_tp_comm_mb_s", "time_cp_comm_mb_s", "time_ep_comm_mb_s",
         "time_pp_comm_mb_s", "time_dp_comm_exposed_s", "con_memory", "con_layout", "con_precision",
     )
@@ -52,7 +53,7 @@ class StepTime(Model):
         "mfu_full_attn": "fraction; mfu with the full s x s attention counted (Narayanan, NeMo 24.x, MosaicML convention)",
         "time_to_train_ideal_days": "days; train_tokens at this throughput, no failures (time_to_train_days adds them)",
         "gpu_hours": "GPU-hours; n_gpus x time_to_train_ideal_days (no failures)",
-        "feasible": "bool; every con_* <= 0",
+        "feasible": "bool; every con_* <= 0 and the step time a finite number",
     }
 
     def compute(self, c, cal):
@@ -60,8 +61,14 @@ class StepTime(Model):
         mb = c["time_compute_mb_s"]
         tp, cp, ep = c["time_tp_comm_mb_s"], c["time_cp_comm_mb_s"], c["time_ep_comm_mb_s"]
         t_mb = mb + tp + cp + ep
-        shard = np.where(c["zero_stage"] >= 1, c["dp"] * c["cp"], 1.0)
-        optimizer = ADAM_BYTES_PER_PARAM * c["params_per_gpu"] / shard / (c["gpu_hbm_tbps"] * 1e12)
+        # the optimizer updates the GPU's shard: dense parameters over dp x cp, expert ones over the expert
+        # data-parallel group dp x cp x tp / (ep x etp) (as objectives.memory shards them)
+        expert = c["params_expert_per_gpu"]
+        dense_shard = c["dp"] * c["cp"]
+        expert_shard = dense_shard * c["tp"] / (c["ep"] * c["etp"])
+        updated = np.where(c["zero_stage"] >= 1, (c["params_per_gpu"] - expert) / dense_shard + expert / expert_shard,
+                           c["params_per_gpu"])
+        optimizer = ADAM_BYTES_PER_PARAM * updated / (c["gpu_hbm_tbps"] * 1e12)
         bubble = t_mb * (np.maximum(c["pp"] - m, 0.0) + (np.minimum(m, c["pp"]) - 1.0) / c["vp"])
         pp_comm = m * c["time_pp_comm_mb_s"]
         step = m * t_mb + bubble + pp_comm + c["time_dp_comm_exposed_s"] + optimizer
@@ -70,7 +77,8 @@ class StepTime(Model):
         tps_gpu = tps / c["n_gpus"]
         model_tflops = c["model_flops_per_token"] * tps_gpu / 1e12
         train_s = c["train_tokens"] / tps
-        feasible = (c["con_memory"] <= 0) & (c["con_layout"] <= 0) & (c["con_precision"] <= 0)
+        # a step time that is no number (a nonsense override such as d_head 0) is no design either
+        feasible = (c["con_memory"] <= 0) & (c["con_layout"] <= 0) & (c["con_precision"] <= 0) & np.isfinite(step)
         return {
             "time_compute_s": m * mb,
             "time_tp_comm_s": m * tp,

@@ -65,16 +65,32 @@ def test_1f1b_in_flight_capped_by_microbatches():
     assert out["mem_activations_gb"][0] * 1e9 == pytest.approx(per_layer * L / p * 4 + 4.0 * S * B * V / t, rel=1e-12)
 
 
-@pytest.mark.parametrize("zero, weights, grads, optimizer", [
-    (0, 2, 2, 12), (1, 2, 2, 12 / 64), (2, 2, 2 / 64, 12 / 64), (3, 2 / 64, 2 / 64, 12 / 64)])
-def test_zero_stages(zero, weights, grads, optimizer):
-    # Rajbhandari et al. Sec. 5: 2 + 2 + K(=12) bytes per parameter, sharded by stage over dp=64
-    row = dict(BASE, n_gpus=512, global_batch=512, tp=8, zero_stage=zero)
+@pytest.mark.parametrize("stack, zero, weights, grads, optimizer", [
+    # fp16 gradients (Megatron-LM 2021): 2 + 2 + 16 bytes (the optimizer keeps fp32 copies of weights and
+    # gradients and both moments), 4 + 16/d under the distributed optimizer (Megatron-Core dist_optimizer.md)
+    ("megatron-2021", 0, 2, 2, 16), ("megatron-2021", 1, 2, 2, 16 / 64),
+    ("megatron-2021", 2, 2, 2 / 64, 16 / 64), ("megatron-2021", 3, 2 / 64, 2 / 64, 16 / 64),
+    # bf16 with fp32 gradients (Megatron-Core): 2 + 4 + 12, i.e. 6 + 12/d with the distributed optimizer
+    ("megatron-core", 0, 2, 4, 12), ("megatron-core", 1, 2, 4, 12 / 64),
+    ("megatron-core", 2, 2, 4 / 64, 12 / 64), ("megatron-core", 3, 2 / 64, 4 / 64, 12 / 64),
+    # FSDP reducing in fp32 (Composer DEFAULT mixed precision) as Megatron-Core
+    # (FSDP's shard is the fp32 master copy: no 16-bit shard); NeMo 24.x's Apex distributed Adam with a bf16
+    # gradient buffer: 4 + 12/d
+    ("pytorch-fsdp", 3, 0, 4 / 64, 12 / 64), ("pytorch-fsdp", 2, 2, 4 / 64, 12 / 64),
+    ("megatron-core-2024", 1, 2, 2, 12 / 64)])
+def test_zero_stages(stack, zero, weights, grads, optimizer):
+    """Rajbhandari et al. Sec. 5 sharding by stage over dp = 512 / 8 = 64, with the bytes per parameter of
+    the Megatron-Core distributed optimizer docs by gradient precision. (The model counted 2 + 2 + 12 for
+    every stack before: fp32 gradients of bf16 models and the fp16 path's fp32 gradient copy were missing.)"""
+    row = dict(BASE, n_gpus=512, global_batch=512, tp=8, zero_stage=zero, stack=stack)
     out = objectives.evaluate(row)
     params = out["params_per_gpu"][0]
     assert params == pytest.approx((L * (12 * H * H + 2 * H) + V * H) / 8, rel=1e-12)
-    assert out["mem_weights_gb"][0] * 1e9 == pytest.approx(weights * params, rel=1e-12)
-    assert out["mem_grads_gb"][0] * 1e9 == pytest.approx(grads * params, rel=1e-12)
+    # ZeRO-3 also holds two un-sharded units (the computing and the prefetched layer; a layer's
+    # 12h^2 + 2h parameters exceed the V x h embedding here), weights in 2 bytes, gradients in their own
+    units = 2 * (12 * H * H + 2 * H) / 8 if zero == 3 else 0.0
+    assert out["mem_weights_gb"][0] * 1e9 == pytest.approx(weights * params + 2 * units, rel=1e-12)
+    assert out["mem_grads_gb"][0] * 1e9 == pytest.approx(grads * params + grads * 64 * units, rel=1e-12)
     assert out["mem_optimizer_gb"][0] * 1e9 == pytest.approx(optimizer * params, rel=1e-12)
 
 
@@ -91,3 +107,52 @@ def test_memory_constraint_marks_infeasible():
     assert out["con_memory"][0] > 0 and not out["feasible"][0]
     fits = objectives.evaluate(dict(BASE, n_gpus=512, global_batch=512, tp=8, pp=8, recompute="full"))
     assert fits["con_memory"][0] <= 0
+
+
+@pytest.mark.parametrize("recompute, per_sbh", [("selective", 27), ("none", 29)])
+def test_fp8_keeps_quantized_gemm_inputs(recompute, per_sbh):
+    """fp8 with Transformer Engine (tp 8, sequence parallel, flash attention, GPT-3 shape: q = kv = h,
+    f = 4h, GELU, dropout): of the 34 sbh per layer, the GEMM inputs TE saves in fp8 take 1 byte instead of
+    2: the two norm outputs (QKV and FC1 inputs, 4h -> 2h), the context (input to O, 2h -> 1h) and the GELU
+    output (FC2 input, 8h -> 4h): 34 - 2 - 1 - 4 = 27 sbh/t. The norm inputs (4h), Q, K, V (6h), the GELU
+    input (8h) and the dropout masks (2h) stay as they were. Without recompute the attention keeps its own
+    bf16 output for its backward as well, +2 sbh/t (in bf16 that is the same tensor as O's input)."""
+    t = 8
+    row = dict(BASE, tp=t, sequence_parallel=1, recompute=recompute, stack="megatron-core", precision="fp8")
+    out = objectives.evaluate(row)
+    per_layer = (out["mem_activations_gb"][0] * 1e9 - 4.0 * S * B * V / t) / L
+    assert per_layer == pytest.approx(per_sbh * S * B * H / t, rel=1e-12)
+
+
+@pytest.mark.parametrize("tp, ep, routed_per_h", [(1, 8, 8), (2, 4, 6)])
+def test_moe_layers_keep_the_routed_copies(tp, ep, routed_per_h):
+    """An MoE layer of the GPT-3 shape with 8 experts, top-2, bf16, selective recompute, on 8 GPUs. Besides
+    the interior (Q, K, V, context 8h; per active expert GELU in and out 2 x 8h) and the replicated part
+    (norm inputs 4h, attention input 2h, the router's bf16 input 2h, dropout masks 2h), it keeps per token
+    the k = 2 dispatched copies (experts' FC1 input, 2 bytes x h, all-gathered over the etp ranks) and
+    the k expert outputs for the probability-weighted combine (2 bytes x h):
+
+        tp 1, ep 8 (etp 1):        2 * (2 + 2) h             = 8h per token
+        tp 2 (sp), ep 4 (etp 2):   2 * (2 * 2 + 2) h / 2     = 6h per token of the full sequence
+    """
+    row = dict(BASE, tp=tp, ep=ep, sequence_parallel=int(tp > 1), recompute="selective", moe_experts=8, moe_topk=2,
+               global_batch=8 // tp, stack="megatron-core")
+    out = objectives.evaluate(row)
+    per_layer = (out["mem_activations_gb"][0] * 1e9 - 4.0 * S * B * V / tp) / L
+    interior = (8 + 2 * 16) * S * B * H / tp
+    replicated = 10 * S * B * H / tp
+    assert per_layer == pytest.approx(interior + replicated + routed_per_h * S * B * H, rel=1e-12)
+
+
+def test_expert_states_shard_over_the_expert_data_parallel_group():
+    """Mixtral-8x7B (32 layers, 8 experts of 3 x 4096 x 14336) on 64 GPUs, tp 2, ep 8, ZeRO-1: dp = 32,
+    and ep 8 divides dp, so expert tensor parallelism etp = tp = 2; a GPU holds 32 x 8 x 3 x 4096 x 14336 /
+    (etp x ep) expert parameters, and their optimizer states shard over the expert data-parallel group of
+    dp x tp / (ep x etp) = 32 x 2 / 16 = 4 ranks (the dense ones over dp = 32), 12 bytes each."""
+    out = objectives.evaluate(dict(model="mixtral-8x7b", gpu="h100-sxm", n_gpus=64, global_batch=64, tp=2, pp=1, ep=8,
+                                   micro_batch=1, recompute="selective", zero_stage=1))
+    expert = 32 * 8 * 3 * 4096 * 14336 / 16
+    assert out["params_expert_per_gpu"][0] == pytest.approx(expert, rel=1e-12)
+    dense = out["params_per_gpu"][0] - expert
+    assert out["mem_optimizer_gb"][0] * 1e9 == pytest.approx(12 * (dense / 32 + expert / 4), rel=1e-12)
+    assert out["mem_grads_gb"][0] * 1e9 == pytest.approx(4 * out["params_per_gpu"][0], rel=1e-12)  # fp32, unsharded
