@@ -14,9 +14,8 @@
 - fp8 and fp4 GEMMs pay for quantizing their inputs in the forward and their output gradients in the
   backward (with the transposed copy the other GEMM needs), and their weights every micro-batch.
 - MoE layers stream the token permutation (dispatch and combine) through HBM.
-- Each layer pass pays the stack's ``kernel_overhead_s`` (and an MoE layer ``moe_layer_overhead_s`` plus
-  ``moe_expert_overhead_s`` per expert the GPU holds, moe_experts / ep) of launch and synchronisation the
-  roofline does not see.
+- Each layer pass pays the stack's ``kernel_overhead_s`` (and an MoE layer ``moe_expert_overhead_s`` per
+  expert the GPU holds, moe_experts / ep) of launch and synchronisation the roofline does not see.
 
 - The output layer runs in bf16 in every recipe (Megatron-Core's output layer is a plain
   ColumnParallelLinear, outside Transformer Engine's fp8 autocast), at the bf16 GEMM rate.
@@ -154,11 +153,11 @@ class ComputeTime(Model):
         t_cast_fwd, t_cast_bwd = cast_fwd / hbm, cast_bwd / hbm
         t_cast_weights = cast_weights / hbm
 
-        # launch and synchronisation: per layer pass; an MoE layer adds the router / token-count sync and one
-        # grouped-GEMM launch set per local expert (Transformer Engine GroupedLinear; calibration.py)
+        # launch and synchronisation: per layer pass; an MoE layer adds one grouped-GEMM launch set per local
+        # expert (Transformer Engine GroupedLinear; calibration.py)
         local_experts = c["moe_experts"] / np.maximum(c["ep"], 1.0)
         overhead = lookup(cal.kernel_overhead_s, stack) \
-            + np.where(moe, cal.moe_layer_overhead_s + cal.moe_expert_overhead_s * local_experts, 0.0)
+            + np.where(moe, cal.moe_expert_overhead_s * local_experts, 0.0)
         fwd = t_mm + t_attn + t_elem + t_cast_fwd + overhead + t_cast_weights
         # full recompute: one more forward; selective: the attention core again where it is unfused
         selective_rerun = np.where(fused, 0.0, t_attn)

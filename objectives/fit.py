@@ -27,7 +27,7 @@ __all__ = ["residuals", "fit", "main"]
 BOX = [("kernel_overhead_s", i, 1e-6, 3e-4) for i in range(len(STACKS))] + \
       [("attn_kernel_scale", i, 0.3, 1.5) for i in range(len(STACKS))] + \
       [("attn_seq_half", None, 16.0, 16384.0), ("tp_comm_exposed", None, 0.05, 1.0),
-       ("ep_comm_exposed", None, 0.05, 1.0), ("moe_layer_overhead_s", None, 1e-6, 1e-2),
+       ("ep_comm_exposed", None, 0.05, 1.0),
        ("moe_expert_overhead_s", None, 1e-7, 1e-3), ("gemm_n_half", None, 1.0, 2048.0)]
 
 
