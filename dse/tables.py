@@ -55,7 +55,11 @@ def read_columns(path: str | Path) -> dict[str, np.ndarray]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(p)
+        # text read as dictionaries: each distinct string is decoded once (a file written by pandas or
+        # pyarrow stores its text dictionary-encoded)
+        text = [f.name for f in pq.read_schema(p)
+                if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+        table = pq.read_table(p, read_dictionary=text)
     except (ValueError, OSError, pa.ArrowException) as exc:
         raise _unreadable(p, exc) from None
     return {str(name): _arrow_to_numpy(column) for name, column in zip(table.column_names, table.columns)}
