@@ -235,7 +235,7 @@ def _best_mappings(floats: Columns, pattern: np.ndarray, encoded: Mapping[str, n
     searched is its own one candidate."""
     n = len(pattern)
     tried = np.zeros(n)
-    merged: Columns = {}
+    parts: list[tuple[np.ndarray, Columns]] = []  # (rows, their winners' columns)
     for g in np.flatnonzero(np.bincount(pattern)):
         rows = np.flatnonzero(pattern == g)
         cols = [name for bit, name in enumerate(MAPPING_COLUMNS) if g >> bit & 1]
@@ -259,8 +259,11 @@ def _best_mappings(floats: Columns, pattern: np.ndarray, encoded: Mapping[str, n
             joined.update({k: v[lo:hi] for k, v in cand.items()})
             work = {k: np.broadcast_to(v, idx.shape) for k, v in run_models(joined, cal, MAPPING_MODELS).items()}
             pick = _best(work, idx) if cols else slice(None)
-            if not merged:
-                merged = {name: np.empty(n, dtype=v.dtype) for name, v in work.items()}
-            for name, v in work.items():
-                merged[name][idx[pick]] = v[pick]
+            parts.append((idx[pick], {name: v[pick] for name, v in work.items()}))
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        return parts[0][1], tried  # one slice of every row: already in row order
+    merged = {name: np.empty(n, dtype=v.dtype) for name, v in parts[0][1].items()}
+    for winners, columns in parts:  # scattered into row order
+        for name, v in columns.items():
+            merged[name][winners] = v
     return merged, tried
