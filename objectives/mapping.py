@@ -7,6 +7,8 @@ design-only ones ran once per design), and the
 row keeps the best feasible one: least step time, ties to less HBM (DESIGN.md, two-level search); the
 economics modules (checkpoints, failures, power, cost) then run once per design on that mapping. A row
 with no feasible candidate keeps its least-infeasible one (smallest memory overflow) with feasible=False.
+A row that leaves no mapping cell blank is its own one candidate: a table of such rows runs through every
+module as it is, in one chunked pass, with nothing enumerated.
 
 Pruning rules (documented, not tuned): tensor parallelism stays inside the scale-up domain (Narayanan
 et al. SC'21, Sec. 3.3 takeaway #1); context parallelism only for sequences of 16K tokens and more;
@@ -19,11 +21,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from objectives.base import Model
 from objectives.calibration import Calibration
 from objectives.layout import divides
 from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS, prepare,
                                  run_models)
-from objectives.base import Model
 from objectives.table import CATEGORIES, Columns, as_columns, encode, factorize, is_constant
 
 __all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "needed_models", "CP_MIN_SEQ_LEN"]
@@ -217,11 +219,12 @@ def needed_models(models: tuple[Model, ...], outputs: Iterable[str] | None) -> t
 
 
 def _given_mapping(floats: Columns, rows: np.ndarray | None, sp_follows_tp: np.ndarray) -> Columns:
-    """The rows' own mapping columns (``rows`` None: every row, with the design's columns too), as
-    :func:`enumerate_mappings` gives them when nothing is searched: a blank sequence_parallel follows tp."""
-    take = (lambda v: v) if rows is None else (lambda v: v[rows])
-    cand = dict(floats) if rows is None else {name: take(floats[name]) for name in MAPPING_COLUMNS}
-    follows = take(sp_follows_tp)
+    """The mapping columns of ``rows`` as given (``rows`` None: every row, with the design's columns too),
+    as :func:`enumerate_mappings` gives them when nothing is searched: a blank sequence_parallel follows tp."""
+    if rows is None:
+        cand, follows = dict(floats), sp_follows_tp
+    else:
+        cand, follows = {name: floats[name][rows] for name in MAPPING_COLUMNS}, sp_follows_tp[rows]
     if follows.any():
         tp_splits = (cand["tp"] > 1) * 1.0
         cand["sequence_parallel"] = tp_splits if follows.all() else np.where(follows, tp_splits, cand["sequence_parallel"])
