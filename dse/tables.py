@@ -1,7 +1,15 @@
-"""Reading and writing design tables (CSV or Parquet) for the command line."""
+"""Reading and writing design tables (CSV or Parquet) for the command line.
+
+Columns go between files and the model as numpy arrays, without a pandas DataFrame in between where the
+file is Parquet: a number column is read and written zero-copy, and a text column (``gpu``, ``model``, a
+note) is held as an object array of its few distinct strings, each stored once, so that the model's
+categorical encoding factorizes it by object identity (:func:`objectives.table.factorize`).
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -9,32 +17,141 @@ import pandas as pd
 
 from dse.errors import UserError
 
-__all__ = ["read_table", "write_table", "to_columns", "describe_input_error"]
+__all__ = ["read_table", "read_columns", "write_table", "to_columns", "describe_input_error"]
+
+_PARQUET = (".parquet", ".pq")
+
+
+def _check_readable(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError("no such file", where=str(p))
+    return p
+
+
+def _unreadable(p: Path, exc: Exception) -> UserError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return UserError(f"cannot read as {'Parquet' if p.suffix.lower() in _PARQUET else 'CSV'}: {first}", where=str(p))
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV or Parquet design table; a missing or unreadable file is a UserError naming it."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError("no such file", where=str(p))
+    p = _check_readable(path)
     try:
-        if p.suffix.lower() in (".parquet", ".pq"):
+        if p.suffix.lower() in _PARQUET:
             return pd.read_parquet(p)
         return pd.read_csv(p, comment="#", skipinitialspace=True)
     except (ValueError, OSError, pd.errors.ParserError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"cannot read as {'Parquet' if p.suffix.lower() in ('.parquet', '.pq') else 'CSV'}: {first}", where=str(p)) from None
+        raise _unreadable(p, exc) from None
+
+
+def read_columns(path: str | Path) -> dict[str, np.ndarray]:
+    """A CSV or Parquet design table as columns (:func:`to_columns`'s types); a Parquet file is read with
+    pyarrow straight into numpy (no DataFrame). A missing or unreadable file is a UserError naming it."""
+    p = _check_readable(path)
+    if p.suffix.lower() not in _PARQUET:
+        return to_columns(read_table(p))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        # text read as dictionaries: each distinct string is decoded once (a file written by pandas or
+        # pyarrow stores its text dictionary-encoded)
+        text = [f.name for f in pq.read_schema(p)
+                if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+        table = pq.read_table(p, read_dictionary=text)
+    except (ValueError, OSError, pa.ArrowException) as exc:
+        raise _unreadable(p, exc) from None
+    return {str(name): _arrow_to_numpy(column) for name, column in zip(table.column_names, table.columns)}
+
+
+def _labels(codes: np.ndarray, distinct: np.ndarray) -> np.ndarray:
+    """Object column of ``distinct[code]``, NaN where the code is -1 (a blank cell, as pandas reads it)."""
+    objects = np.empty(len(distinct) + 1, dtype=object)
+    objects[:-1] = distinct
+    objects[-1] = np.nan
+    return objects.take(codes)
+
+
+def _arrow_to_numpy(column) -> np.ndarray:
+    """One Arrow column as numpy: numbers zero-copy where they can be (an integer column with blanks as
+    float with NaN), text as an object array of its distinct strings, anything else as pandas reads it."""
+    import pyarrow as pa
+
+    kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        encoded = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        if not pa.types.is_dictionary(encoded.type):
+            encoded = encoded.dictionary_encode()
+        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.intp, copy=False)
+        return _labels(codes, encoded.dictionary.to_numpy(zero_copy_only=False))
+    if (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and kind == column.type:
+        if column.null_count and not pa.types.is_floating(kind):
+            column = column.cast(pa.float64())
+        return column.to_numpy()  # nulls of a float column read as NaN
+    return column.to_pandas().to_numpy()
 
 
 def to_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """DataFrame -> design-table columns (numpy arrays; text stays object)."""
-    return {str(name): frame[name].to_numpy() for name in frame.columns}
+    """DataFrame -> design-table columns (numpy arrays; text as an object array of its distinct strings,
+    NaN where blank)."""
+    out: dict[str, np.ndarray] = {}
+    for name in frame.columns:
+        series = frame[name]
+        if not (series.dtype == object or isinstance(series.dtype, pd.StringDtype)):
+            out[str(name)] = series.to_numpy()
+            continue
+        codes, distinct = pd.factorize(series)  # by value: every cell of one label becomes one object
+        out[str(name)] = _labels(codes, np.asarray(distinct, dtype=object))
+    return out
 
 
-def write_table(columns: dict[str, np.ndarray], path: str | Path, metadata: dict[str, str] | None = None) -> None:
-    """Write columns to Parquet (or CSV by suffix), atomically: temporary file, then rename."""
-    import io
+#: a number column is dictionary-encoded when a sample of this many of its cells holds few distinct values
+_SAMPLE_CELLS = 4096
 
+
+def _arrow_column(values: np.ndarray, zeros: np.ndarray):
+    """(a column as Arrow, whether Parquet should dictionary-encode it).
+
+    Numbers are zero-copy, a NaN stored as a blank (as pandas writes it); a constant (zero-stride) column
+    is a one-value dictionary over ``zeros`` (shared by all of them), text a dictionary of its distinct
+    objects. A number column whose sample of cells is mostly distinct is written plain: hashing it into a
+    dictionary that outgrows its page costs more than the column takes to write."""
+    import pyarrow as pa
+
+    from objectives.table import factorize, is_constant
+
+    values = np.asarray(values)
+    if values.dtype.kind in "iufb":
+        if is_constant(values):
+            if values.dtype.kind == "f" and np.isnan(values[0]):
+                return pa.nulls(len(values), pa.from_numpy_dtype(values.dtype)), True
+            return pa.DictionaryArray.from_arrays(pa.array(zeros[:len(values)]), pa.array(values[:1])), True
+        values = np.ascontiguousarray(values)
+        nan = values.dtype.kind == "f" and len(values) and np.isnan(np.min(values))
+        array = pa.array(values, mask=np.isnan(values) if nan else None)
+        sample = values[::max(1, len(values) // _SAMPLE_CELLS)]
+        return array, values.dtype.kind == "b" or len(np.unique(sample)) <= len(sample) // 2
+    if values.dtype.kind in "US":
+        values = values.astype(object)
+    codes, distinct = factorize(values)  # by object identity first: cheap on a column of repeated labels
+    if not all(isinstance(v, str) for v in distinct):
+        return pa.array(values, from_pandas=True), True  # mixed objects: as pandas would convert them
+    indices = pa.array(codes.astype(np.int32), mask=codes < 0)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(list(distinct), type=pa.string())), True
+
+
+def write_table(columns: Mapping[str, np.ndarray], path: str | Path, metadata: dict[str, str] | None = None,
+                names: Sequence[str] | None = None) -> None:
+    """Write columns (``names`` of them, in that order; default all) to Parquet, or CSV by suffix,
+    atomically: a hidden temporary file in the same folder, fsynced, then renamed over ``path``.
+
+    Parquet is built from the numpy columns without a DataFrame copy (:func:`_arrow_column`); a column
+    written from a dictionary reads back as its plain type (no Arrow schema is stored: every column is a
+    plain Parquet type), ``metadata`` goes in the file's key-value metadata. A plain number column is
+    not compressed (model outputs are mostly distinct doubles, which snappy barely shrinks), and no
+    min/max statistics are written: they serve to skip row groups, a table of up to a million rows is
+    one, and they took a quarter of the encoding time."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -42,17 +159,33 @@ def write_table(columns: dict[str, np.ndarray], path: str | Path, metadata: dict
 
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame({k: np.asarray(v) for k, v in columns.items()})
+    names = list(columns) if names is None else list(names)
     if p.suffix.lower() == ".csv":
-        data = frame.to_csv(index=False).encode()
-    else:
-        table = pa.Table.from_pandas(frame, preserve_index=False)
-        if metadata:
-            table = table.replace_schema_metadata({**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}})
-        buffer = io.BytesIO()
-        pq.write_table(table, buffer)
-        data = buffer.getvalue()
-    atomic_write_bytes(p, data)
+        frame = pd.DataFrame({k: np.asarray(columns[k]) for k in names})
+        atomic_write_bytes(p, frame.to_csv(index=False).encode())
+        return
+    n = max((len(np.asarray(columns[k])) for k in names), default=0)
+    zeros = np.zeros(n, dtype=np.int8)
+    arrays, dictionary = {}, []
+    for name in names:
+        arrays[name], encode = _arrow_column(columns[name], zeros)
+        if encode:
+            dictionary.append(name)
+    table = pa.table(arrays)
+    compression = {name: "snappy" if name in dictionary else "none" for name in names}
+    tmp = p.with_name(f".{p.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            with pq.ParquetWriter(f, table.schema, store_schema=False, use_dictionary=dictionary,
+                                  compression=compression, write_statistics=False) as writer:
+                writer.write_table(table)
+                if metadata:
+                    writer.add_key_value_metadata(metadata)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def describe_input_error(exc, path: str | Path) -> UserError:

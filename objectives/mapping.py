@@ -7,6 +7,8 @@ design-only ones ran once per design), and the
 row keeps the best feasible one: least step time, ties to less HBM (DESIGN.md, two-level search); the
 economics modules (checkpoints, failures, power, cost) then run once per design on that mapping. A row
 with no feasible candidate keeps its least-infeasible one (smallest memory overflow) with feasible=False.
+A row that leaves no mapping cell blank is its own one candidate: a table of such rows runs through every
+module as it is, in one chunked pass, with nothing enumerated.
 
 The rules a candidate must pass are those of :mod:`objectives.divisibility` (the same Layout counts), plus
 its search-only pruning rules (tp inside the scale-up domain, cp only for long sequences, sequence
@@ -17,18 +19,19 @@ why no mapping works.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from objectives.base import Model
 from objectives.calibration import Calibration
 from objectives.divisibility import CP_MIN_SEQ_LEN, DESIGN_INPUTS, RULES, SEARCH_RULES, Job, Rule
 from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS, prepare,
                                  run_models)
-from objectives.reasons import LOST_RULE, infeasible_reason
-from objectives.table import CATEGORIES, Columns, as_columns, encode, is_constant
+from objectives.reasons import LOST_RULE, REASON_COLUMNS, infeasible_reason
+from objectives.table import CATEGORIES, Columns, as_columns, encode, factorize, is_constant
 
-__all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "CP_MIN_SEQ_LEN"]
+__all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "needed_models", "CP_MIN_SEQ_LEN"]
 
 DEFAULT_CHOICES: dict[str, tuple] = {
     "tp": (1, 2, 4, 8, 16, 32, 64),
@@ -47,11 +50,25 @@ MAX_JOINED_ROWS = CHUNK_ROWS // 2
 
 
 def blank_cells(values: np.ndarray) -> np.ndarray:
-    """True where a cell is missing: NaN, None or an empty string."""
+    """True where a cell is missing: NaN, an empty string or 'null' (a None cell is the label 'none').
+
+    A text column is checked by its distinct values (object identity first, :func:`factorize`), so a column
+    of a million repeated labels costs one hash per row, not a string operation per row."""
     if values.dtype.kind == "f":
         return np.isnan(values)
     if values.dtype.kind in "iub":
         return np.zeros(len(values), dtype=bool)
+    if values.dtype.kind != "O" or is_constant(values):
+        return _blank_text(values)
+    codes, distinct = factorize(values)
+    blank = np.append(_blank_text(np.asarray(distinct, dtype=object)), False).take(codes)
+    missing = np.flatnonzero(codes < 0)  # None and NaN: told apart by their text, as for any other cell
+    if len(missing):
+        blank[missing] = _blank_text(values[missing])
+    return blank
+
+
+def _blank_text(values: np.ndarray) -> np.ndarray:
     as_str = values.astype(str)
     return np.isin(np.char.lower(np.char.strip(as_str)), ("", "nan", "none_", "null"))
 
@@ -173,8 +190,13 @@ def _best(work: Columns, owner: np.ndarray) -> np.ndarray:
 
 
 def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] | None = None,
-                   cal: Calibration | None = None) -> Columns:
-    """Best feasible mapping per row; see the module docstring and docs/model-contract.md."""
+                   cal: Calibration | None = None, outputs: Iterable[str] | None = None) -> Columns:
+    """Best feasible mapping per row; see the module docstring and docs/model-contract.md.
+
+    A row whose every mapping column is given is evaluated as it is, without enumeration (it is its own
+    one candidate; ``n_mappings_tried`` 1). ``outputs``: the model outputs the caller needs (default: all);
+    an economics module none of them needs, directly or through another, is not run, and other outputs
+    may be absent (the input columns are always there)."""
     search_sp = bool(choices and "sequence_parallel" in choices)
     choices = {**DEFAULT_CHOICES, **(choices or {})}
     user = as_columns(table)
@@ -194,41 +216,26 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
             filled[name] = np.where(blank[name], "none" if name == "recompute" else 1, col) if col.dtype.kind in "OUS" \
                 else np.where(blank[name], 1.0, col.astype(np.float64))
     _, floats = prepare(filled)
-    floats = run_models(floats, cal, DESIGN_MODELS)  # once per design, gathered into every candidate
-
-    encoded = {name: (encode(name, np.asarray(list(v))) if name in CATEGORIES else np.asarray(v, dtype=np.float64))
-               for name, v in choices.items()}
-    pattern = np.stack([searched[name] for name in MAPPING_COLUMNS], axis=1)
-    patterns, group = np.unique(pattern, axis=0, return_inverse=True)
-    group = group.reshape(-1)
-    best_parts, owner_parts, tried = [], [], np.zeros(n)
-    for g, pat in enumerate(patterns):  # a few distinct blank-patterns, not rows
-        rows = np.flatnonzero(group == g)
-        cols = [name for name, s in zip(MAPPING_COLUMNS, pat) if s]
-        owner, cand = enumerate_mappings(floats, rows, cols, encoded, sp_follows_tp)
-        tried += np.bincount(owner, minlength=n)
-        # evaluate in slices of whole rows that stay in cache
-        order = np.argsort(owner, kind="stable")
-        owner = owner[order]
-        cand = {k: v[order] for k, v in cand.items()}
-        bounds = np.searchsorted(owner, rows[::max(1, len(rows) * MAX_JOINED_ROWS // max(len(owner), 1))])
-        edges = np.unique(np.concatenate([bounds, [len(owner)]]))
-        for lo, hi in zip(edges[:-1], edges[1:]):
-            idx = owner[lo:hi]
-            # each candidate's design columns; a column constant over the table enters as its one value
-            joined = {name: floats[name][:1] if is_constant(floats[name]) else floats[name][idx]
-                      for name in _CANDIDATE_INPUTS if name in floats}
-            joined.update({k: v[lo:hi] for k, v in cand.items()})
-            work = {k: np.broadcast_to(v, idx.shape) for k, v in run_models(joined, cal, MAPPING_MODELS).items()}
-            work = _mark_lost(work)
-            pick = _best(work, idx)
-            best_parts.append({name: v[pick] for name, v in work.items()})
-            owner_parts.append(idx[pick])
-    owners = np.concatenate(owner_parts)
-    order = np.argsort(owners)
-    merged = {name: np.concatenate([p[name] for p in best_parts])[order] for name in best_parts[0]}
-    # one winner per row, in row order: the design's own columns join it for the economics
-    merged = run_models({**floats, **merged}, cal, ECONOMICS_MODELS)  # once per design, on its chosen mapping
+    # what infeasible_reason reads is kept whatever the caller asks for
+    keep = None if outputs is None else frozenset(outputs) | REASON_COLUMNS
+    economics = needed_models(ECONOMICS_MODELS, keep)
+    # each row's blank-pattern as one small integer: bit i set where MAPPING_COLUMNS[i] is searched
+    pattern = np.zeros(n, dtype=np.intp)
+    for bit, name in enumerate(MAPPING_COLUMNS):
+        if searched[name].any():
+            pattern |= searched[name].astype(np.intp) << bit
+    if not pattern.any():
+        # every mapping given: the table runs through every module as it is, once, chunk by chunk
+        merged = run_models(_given_mapping(floats, None, sp_follows_tp), cal, DESIGN_MODELS + MAPPING_MODELS + economics,
+                            keep)
+        tried = np.ones(n)
+    else:
+        floats = run_models(floats, cal, DESIGN_MODELS)  # once per design, gathered into every candidate
+        encoded = {name: (encode(name, np.asarray(list(v))) if name in CATEGORIES else np.asarray(v, dtype=np.float64))
+                   for name, v in choices.items()}
+        merged, tried = _best_mappings(floats, pattern, encoded, sp_follows_tp, cal)
+        # one winner per row, in row order: the design's own columns join it for the economics
+        merged = run_models({**floats, **merged}, cal, economics, keep)  # once per design, on its chosen mapping
     out = dict(user)
     for name, value in merged.items():
         if name not in user or name in MAPPING_COLUMNS or name not in CATEGORIES:
@@ -239,5 +246,75 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
     out["recompute"] = np.asarray(CATEGORIES["recompute"], dtype=object)[merged["recompute"].astype(np.intp)]
     out["n_mappings_tried"] = tried - (merged[LOST_RULE] > 0)  # a fallback candidate was not a mapping tried
     out["infeasible_reason"] = infeasible_reason(merged)
-    del out[LOST_RULE]
+    out.pop(LOST_RULE, None)
     return out
+
+
+def needed_models(models: tuple[Model, ...], outputs: Iterable[str] | None) -> tuple[Model, ...]:
+    """The modules of ``models`` (in data-flow order) that ``outputs`` need, directly or through a later
+    module's inputs; all of them where ``outputs`` is None."""
+    if outputs is None:
+        return models
+    need, keep = set(outputs), []
+    for model in reversed(models):
+        if need & set(model.provides):
+            keep.append(model)
+            need |= set(model.requires)
+    return tuple(reversed(keep))
+
+
+def _given_mapping(floats: Columns, rows: np.ndarray | None, sp_follows_tp: np.ndarray) -> Columns:
+    """The mapping columns of ``rows`` as given (``rows`` None: every row, with the design's columns too),
+    as :func:`enumerate_mappings` gives them when nothing is searched: a blank sequence_parallel follows tp."""
+    if rows is None:
+        cand, follows = dict(floats), sp_follows_tp
+    else:
+        cand, follows = {name: floats[name][rows] for name in MAPPING_COLUMNS}, sp_follows_tp[rows]
+    if follows.any():
+        tp_splits = (cand["tp"] > 1) * 1.0
+        cand["sequence_parallel"] = tp_splits if follows.all() else np.where(follows, tp_splits, cand["sequence_parallel"])
+    n = len(cand["tp"])
+    cand[LOST_RULE] = np.broadcast_to(np.float64(0.0), (n,))  # a given mapping is a real candidate
+    return cand
+
+
+def _best_mappings(floats: Columns, pattern: np.ndarray, encoded: Mapping[str, np.ndarray], sp_follows_tp: np.ndarray,
+                   cal: Calibration | None) -> tuple[Columns, np.ndarray]:
+    """Each row's best candidate, in row order: (the mapping modules' columns, candidates tried). Rows are
+    grouped by their blank-pattern (``pattern``: a few distinct values, not rows); a row with nothing
+    searched is its own one candidate."""
+    n = len(pattern)
+    tried = np.zeros(n)
+    parts: list[tuple[np.ndarray, Columns]] = []  # (rows, their winners' columns)
+    for g in np.flatnonzero(np.bincount(pattern)):
+        rows = np.flatnonzero(pattern == g)
+        cols = [name for bit, name in enumerate(MAPPING_COLUMNS) if g >> bit & 1]
+        if cols:
+            owner, cand = enumerate_mappings(floats, rows, cols, encoded, sp_follows_tp)
+            tried += np.bincount(owner, minlength=n)
+            # evaluate in slices of whole rows that stay in cache
+            order = np.argsort(owner, kind="stable")
+            owner = owner[order]
+            cand = {k: v[order] for k, v in cand.items()}
+        else:
+            owner, cand = rows, _given_mapping(floats, rows, sp_follows_tp)
+            tried[rows] = 1.0
+        bounds = np.searchsorted(owner, rows[::max(1, len(rows) * MAX_JOINED_ROWS // max(len(owner), 1))])
+        edges = np.unique(np.concatenate([bounds, [len(owner)]]))
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            idx = owner[lo:hi]
+            # each candidate's design columns; a column constant over the table enters as its one value
+            joined = {name: floats[name][:1] if is_constant(floats[name]) else floats[name][idx]
+                      for name in _CANDIDATE_INPUTS if name in floats}
+            joined.update({k: v[lo:hi] for k, v in cand.items()})
+            work = {k: np.broadcast_to(v, idx.shape) for k, v in run_models(joined, cal, MAPPING_MODELS).items()}
+            work = _mark_lost(work)
+            pick = _best(work, idx) if cols else slice(None)
+            parts.append((idx[pick], {name: v[pick] for name, v in work.items()}))
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        return parts[0][1], tried  # one slice of every row: already in row order
+    merged = {name: np.empty(n, dtype=v.dtype) for name, v in parts[0][1].items()}
+    for winners, columns in parts:  # scattered into row order
+        for name, v in columns.items():
+            merged[name][winners] = v
+    return merged, tried

@@ -7,7 +7,7 @@ then only see float arrays. ``evaluate`` runs them in chunks that stay in cache.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 
@@ -242,18 +242,20 @@ def check_layout(floats: Columns) -> None:
                      f"{dp:g}*{floats['micro_batch'][row]:g}", column=rule.column, row=row)
 
 
-def run_models(floats: Columns, cal: Calibration | None = None, models: tuple[Model, ...] = MODELS) -> Columns:
+def run_models(floats: Columns, cal: Calibration | None = None, models: tuple[Model, ...] = MODELS,
+               keep: Collection[str] | None = None) -> Columns:
     """Run ``models`` (default: all, in order) over prepared float columns; inputs plus outputs (new dict).
 
     Large tables run in chunks of CHUNK_ROWS rows, which keep every temporary in cache; a constant column
-    enters each chunk as its one value."""
+    enters each chunk as its one value. ``keep``: the outputs to return (default: all); the others are
+    computed and dropped chunk by chunk, never stored for the whole table."""
     cal = cal or Calibration.load()
     n = max(len(v) for v in floats.values())
     if n <= CHUNK_ROWS:
         work = dict(floats)
         for model in models:
             work.update(model.compute(work, cal))
-        return work
+        return work if keep is None else {k: v for k, v in work.items() if k in floats or k in keep}
     out: Columns = dict(floats)
     columns: Columns = {}
     for lo in range(0, n, CHUNK_ROWS):
@@ -261,7 +263,7 @@ def run_models(floats: Columns, cal: Calibration | None = None, models: tuple[Mo
         for model in models:
             work.update(model.compute(work, cal))
         if not columns:  # the first chunk shows the outputs and their types (an input keeps its own values)
-            columns = _empty_columns({k: v for k, v in work.items() if k not in floats}, n)
+            columns = _empty_columns({k: v for k, v in work.items() if k not in floats and (keep is None or k in keep)}, n)
             out.update(columns)
         for k, column in columns.items():
             column[lo:lo + CHUNK_ROWS] = work[k]

@@ -16,10 +16,14 @@ import numpy as np
 from objectives.divisibility import join_text, number_text, rule_reasons
 from objectives.table import CATEGORIES
 
-__all__ = ["infeasible_reason", "reason_kinds", "LOST_RULE"]
+__all__ = ["infeasible_reason", "reason_kinds", "LOST_RULE", "REASON_COLUMNS"]
 
 #: candidate column of the mapping search: code of the rule no candidate of the row passed (0: a real candidate)
 LOST_RULE = "search_lost_rule"
+#: the model outputs :func:`infeasible_reason` reads (besides the inputs and the mapping)
+REASON_COLUMNS = frozenset({"feasible", "con_layout", "layout_rule", "con_precision", "con_memory", "hbm_used_gb",
+                            "hbm_usable_gb", "layers_per_stage", "layers_first_stage", "layers_last_stage", "dp",
+                            "n_microbatches", "etp"})
 
 
 def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:

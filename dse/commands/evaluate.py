@@ -2,15 +2,20 @@
 
 Mapping columns that are absent, or blank in a row, are searched for that row (the best feasible mapping
 by exhaustive vectorized search); rows with a complete mapping are evaluated as given, and a given
-mapping that cannot divide the cluster is a user error (exit 2).
+mapping that cannot divide the cluster is a user error (exit 2). ``--columns a,b,c`` writes those
+columns alone, in that order (an input column only when named); an economics module that none of them
+needs is not run.
 """
 
 from __future__ import annotations
 
+import difflib
+
 import numpy as np
 
 import objectives
-from dse.tables import describe_input_error, read_table, to_columns, write_table
+from dse.errors import UserError
+from dse.tables import describe_input_error, read_columns, write_table
 from objectives.mapping import blank_cells
 from objectives.pipeline import check_layout, prepare
 
@@ -21,32 +26,67 @@ def add_parser(sub) -> None:
     p = sub.add_parser("evaluate", help="evaluate a design table (CSV or Parquet)", description=__doc__)
     p.add_argument("input", help="CSV or Parquet with design-table columns")
     p.add_argument("-o", "--out", required=True, help="output Parquet (or .csv)")
+    p.add_argument("--columns", metavar="A,B,C",
+                   help="write only these columns, in this order (default: every input and output column)")
     p.set_defaults(run=run)
 
 
+def _requested(text: str) -> list[str]:
+    """The names of ``--columns``, in order; a name given twice or none at all is a UserError."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise UserError("names no column; give a comma-separated list such as step_time_s,mfu", where="--columns")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UserError(f"names {', '.join(repr(t) for t in twice)} more than once", where="--columns")
+    return names
+
+
+def _check_names(names: list[str], valid) -> None:
+    """A UserError for the first name that is not an output column: what is close to it, and every valid name."""
+    for name in names:
+        if name not in valid:
+            close = difflib.get_close_matches(name, list(valid), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise UserError(f"unknown column '{name}'{hint} valid: {', '.join(valid)}", where="--columns")
+
+
+def _output_names(cols: dict[str, np.ndarray]) -> list[str] | None:
+    """The columns the evaluation of this table gives (those of its first row: they depend on which
+    columns the table has, not on their values); None if that row is bad input, which the whole table's
+    evaluation then reports."""
+    try:
+        return list(objectives.search_mapping({k: v[:1] for k, v in cols.items()}))
+    except objectives.InputError:
+        return None
+
+
 def run(args) -> int:
-    frame = read_table(args.input)
-    if frame.empty:
-        from dse.errors import UserError
+    cols = read_columns(args.input)
+    n = len(next(iter(cols.values()))) if cols else 0
+    if n == 0:
         raise UserError("has no rows", where=args.input)
-    cols = to_columns(frame)
-    n = len(frame)
+    names = _requested(args.columns) if args.columns is not None else None
+    if names is not None and (valid := _output_names(cols)) is not None:
+        _check_names(names, valid)
     complete = np.ones(n, dtype=bool)
     for name in objectives.MAPPING_COLUMNS:
         if name in ("tp", "pp", "micro_batch"):
             complete &= ~blank_cells(cols[name]) if name in cols else False
     try:
         if complete.any():
-            _, floats = prepare({k: v[complete] for k, v in cols.items()})
+            _, floats = prepare(cols if complete.all() else {k: v[complete] for k, v in cols.items()})
             try:
                 check_layout(floats)
             except objectives.InputError as exc:
                 exc.row = int(np.flatnonzero(complete)[exc.row])
                 raise
-        out = objectives.search_mapping(cols)
+        out = objectives.search_mapping(cols, outputs=None if names is None else [*names, "feasible"])
     except objectives.InputError as exc:
         raise describe_input_error(exc, args.input) from None
-    write_table(out, args.out, metadata={"dse.units": repr(objectives.METRICS)})
+    if names is not None:
+        _check_names(names, list(out))
+    write_table(out, args.out, metadata={"dse.units": repr(objectives.METRICS)}, names=names)
     feasible = int(np.sum(out["feasible"]))
-    print(f"wrote {args.out}: {n} designs, {feasible} feasible, {len(out)} columns")
+    print(f"wrote {args.out}: {n} designs, {feasible} feasible, {len(names or out)} columns")
     return 0
