@@ -54,7 +54,7 @@ import numpy as np
 from objectives.calibration import STACKS
 
 __all__ = ["Rule", "Job", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
-           "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons",
+           "CP_MIN_SEQ_LEN", "RowsOf", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons",
            "DESIGN_INPUTS"]
 
 CP_MIN_SEQ_LEN = 16384
@@ -374,6 +374,24 @@ def join_text(parts: list, n: int) -> np.ndarray:
     return out
 
 
+class RowsOf(Mapping):
+    """``cols`` restricted to ``rows``, each column taken when first read (a reason reads a few of them)."""
+
+    def __init__(self, cols: Mapping[str, np.ndarray], rows: np.ndarray, n: int):
+        self._cols, self._rows, self._n, self._taken = cols, rows, n, {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._taken:
+            self._taken[name] = np.broadcast_to(np.asarray(self._cols[name]), (self._n,))[self._rows]
+        return self._taken[name]
+
+    def __iter__(self):
+        return iter(self._cols)
+
+    def __len__(self) -> int:
+        return len(self._cols)
+
+
 def rule_reasons(cols: Mapping[str, np.ndarray], codes: np.ndarray, lost: bool = False) -> np.ndarray:
     """'kind: reason' for rows whose first broken rule is ``codes`` (0: ''); ``lost``: the rule no candidate
     mapping of the row's search passed ("layout: no mapping passes '...'")."""
@@ -382,7 +400,7 @@ def rule_reasons(cols: Mapping[str, np.ndarray], codes: np.ndarray, lost: bool =
     for code in np.unique(codes[codes > 0]).astype(int):
         rule = RULES_BY_CODE[code]
         rows = np.flatnonzero(codes == code)
-        sub = {k: np.broadcast_to(v, codes.shape)[rows] for k, v in cols.items() if np.ndim(v) == 1}
+        sub = RowsOf(cols, rows, len(codes))
         kind = "layout" if rule.kind == "search" else rule.kind
         if lost:  # the template's {column} pieces filled with the design's values
             pieces = re.split(r"\{(\w+)\}", rule.needs)

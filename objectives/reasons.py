@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from objectives.divisibility import join_text, number_text, rule_reasons
+from objectives.divisibility import RowsOf, join_text, number_text, rule_reasons
 from objectives.table import CATEGORIES
 
 __all__ = ["infeasible_reason", "reason_kinds", "LOST_RULE", "REASON_COLUMNS"]
@@ -60,9 +60,7 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def _subset_reasons(cols, n, rows, codes, lost_rule=False):
-    sub = {k: np.broadcast_to(v, (n,))[rows] for k, v in cols.items()
-           if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "fiub"}
-    return rule_reasons(sub, codes[rows], lost=lost_rule)
+    return rule_reasons(RowsOf(cols, rows, n), codes[rows], lost=lost_rule)
 
 
 def reason_kinds(reasons) -> dict[str, int]:
