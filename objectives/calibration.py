@@ -78,9 +78,14 @@ class StackTraits(NamedTuple):
     #                        plus an fp32 copy of 16-bit gradients where the optimizer makes one (16)
     fp32_shards: bool  # only the fp32 master shard persists; the 16-bit weights are gathered from it, cast, every
     #                    micro-batch (PyTorch FSDP mixed precision; SHARD_GRAD_OP reshards after each backward)
+    pp_overlap: bool  # interleaved schedules send and receive behind the next model chunk's compute
+    #                   (overlap_p2p_comm); without interleaving the sends stay on the critical path
 
 
-#: what each stack does, from its documentation
+#: what each stack does, from its documentation. Pipeline sends of interleaved schedules overlap with compute
+#: on Megatron-Core stacks: Megatron-Bridge's CommOverlapConfig (and NeMo 2.0's comm-overlap callback before it)
+#: sets overlap_p2p_comm = True, batch_p2p_comm = False when vp > 1, and the reverse without interleaving
+#: (megatron/training/arguments.py: "Overlap P2P communication is disabled if not using the interleaved schedule")
 TRAITS: dict[str, StackTraits] = {
     # Megatron-Core / Megatron-Bridge, 2025+: cuDNN fused attention (TransformerEngine), MoE all-to-all
     # overlap (--overlap-moe-expert-parallel-comm), --overlap-grad-reduce and
@@ -90,23 +95,23 @@ TRAITS: dict[str, StackTraits] = {
     # Megatron-Core distributed optimizer docs: bf16 parameters, fp32 gradients, 6 + 12/d bytes); the
     # column-parallel backward asynchronous (LinearWithGradAccumulationAndAsyncCommunication in
     # megatron/core/tensor_parallel/layers.py; TE's bulk userbuffer overlap under --tp-comm-overlap)
-    "megatron-core": StackTraits(2, True, True, True, True, 4.0, 12.0, False),
+    "megatron-core": StackTraits(2, True, True, True, True, 4.0, 12.0, False, True),
     # the same in 2024 (Megatron-Core r0.8, NeMo 24.x): TransformerEngine then preferred the flash-attn 2
     # backend over cuDNN fused attention on Hopper (TE attention backend selection, NVTE_FLASH_ATTN); NeMo 24.x
     # ran Apex's DistributedFusedAdam with a 16-bit gradient buffer synchronized in bf16 (NeMo-Framework-Launcher
     # H100 fp8 recipes: optim.grad_sync_dtype=bf16), 4 + 12/d bytes (Megatron-LM r0.8 alone would keep fp32)
-    "megatron-core-2024": StackTraits(1, True, True, False, True, 2.0, 12.0, False),
+    "megatron-core-2024": StackTraits(1, True, True, False, True, 2.0, 12.0, False, True),
     # Megatron-LM as in Narayanan et al. SC'21: fused scale-mask-softmax over materialized scores, gradient
     # all-reduce after the backward pass, no TP overlap (Sec. 4.2 and the 2021 code); fp16 models all-reduce
     # fp16 gradients and the fp16 optimizer holds fp32 copies (distributed optimizer docs: 20, 4 + 16/d bytes).
     # The asynchronous input-gradient all-reduce landed after the paper's runs (Megatron-LM commit cf7efd4,
     # 30 Aug 2021, made the default by 3f65246, 2 Sep 2021: --no-async-tensor-model-parallel-allreduce)
-    "megatron-2021": StackTraits(0, False, False, False, False, 2.0, 16.0, False),
+    "megatron-2021": StackTraits(0, False, False, False, False, 2.0, 16.0, False, False),
     # PyTorch FSDP as in MosaicML llm-foundry (2023): FlashAttention-2 / Triton attention, FSDP prefetch; no TP;
     # Composer's FSDP mixed_precision DEFAULT gathers bf16 weights and reduces fp32 gradients
     # (composer get_mixed_precision: param_dtype bf16, reduce_dtype fp32); the sharded flat parameter is the
     # fp32 master copy, cast when gathered (PyTorch FSDP MixedPrecision docs)
-    "pytorch-fsdp": StackTraits(1, True, False, False, False, 4.0, 12.0, True),
+    "pytorch-fsdp": StackTraits(1, True, False, False, False, 4.0, 12.0, True, False),
 }
 
 def trait(name: str):

@@ -25,7 +25,9 @@ Volumes (16-bit activations; gradients in the stack's precision):
   it with compute (Megatron-Core 2025+), all of it otherwise.
 - Pipeline parallelism (Narayanan Sec. 4.1): per micro-batch and model chunk, the stage boundary sends
   b·s·h activations forward and gradients back (split over tp by the scatter/gather optimisation when
-  sequence parallel); interleaving multiplies the sends by v.
+  sequence parallel); interleaving multiplies the sends by v, and on stacks that overlap them
+  (``pp_overlap``, Megatron-Core's overlap_p2p_comm, on exactly when vp > 1) each hides behind the next
+  model chunk's forward, exposing only what exceeds it.
 - Data parallelism (Narayanan Sec. 3.2; Megatron-Core distributed optimizer; Megatron-FSDP docs): the
   gradients in the stack's precision (fp32 where it accumulates and reduces them in fp32) are
   reduce-scattered and the 16-bit weights all-gathered (ZeRO-0: the gradients all-reduced). Dense
@@ -69,6 +71,7 @@ _TP_ASYNC = trait("tp_async_dgrad")
 _UNFUSED_ATTN = (trait("attention_kernel") == 0).astype(np.float64)  # unfused attention: selective recompute re-runs the core
 FULL = 2.0  # recompute code of full recompute (objectives.table CATEGORIES)
 _GRAD_BYTES = trait("grad_bytes")
+_PP_OVERLAP = trait("pp_overlap")
 _FP32_SHARDS = trait("fp32_shards")
 
 
@@ -153,7 +156,12 @@ class Communication(Model):
         # pipeline: activations forward and gradients back per micro-batch per model chunk; stride tp*cp*dp
         sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
         pp_bytes = act_bytes / sp_split
-        pp = np.where(p > 1, 2.0 * c["vp"] * p2p_s(pp_bytes, p, t * cp * c["dp"], net), 0.0)
+        send = p2p_s(pp_bytes, p, t * cp * c["dp"], net)
+        # interleaved on a stack that overlaps them (overlap_p2p_comm): each send behind the next chunk's
+        # forward compute, only what exceeds it exposed (the forward is the shorter of the two passes)
+        chunk = layers / c["vp"] * c["time_layer_fwd_s"]
+        hides = (lookup(_PP_OVERLAP, stack) > 0) & (c["vp"] > 1)
+        pp = np.where(p > 1, 2.0 * c["vp"] * np.where(hides, np.maximum(send - chunk, 0.0), send), 0.0)
 
         # data parallel (ZeRO / FSDP): dense parameters over dp x cp ranks at stride tp, expert parameters over
         # the expert data-parallel group, dp x cp x tp / (ep x etp) ranks at stride ep x etp (Megatron-Core MoE
