@@ -314,12 +314,13 @@ RULES: tuple[Rule, ...] = (
 )
 #: pruning rules of the mapping search alone (documented, not tuned), run only where the search picks the
 #: column they prune (a given value is kept): tensor parallelism inside the scale-up domain (Narayanan et al. SC'21, Sec. 3.3
-#: takeaway #1); context parallelism only for sequences of 16K tokens and more; sequence parallelism only
+#: takeaway #1), its groups tiling the domain (tp 16 in a 72-GPU NVL72 rack would leave groups straddling two
+#: racks, their all-reduces on the NIC); context parallelism only for sequences of 16K tokens and more; sequence parallelism only
 #: with tp > 1 (Megatron turns it off at tp 1)
 SEARCH_RULES: tuple[Rule, ...] = (
-    Rule(101, "tp_scaleup", "search", ("tp",), lambda j: j["tp"] <= np.maximum(j["scaleup_size"], 1.0),
-         lambda j: ["tp ", j["tp"], " beyond the scale-up domain ", j["scaleup_size"]],
-         "tp within the scale-up domain {scaleup_size}"),
+    Rule(101, "tp_scaleup", "search", ("tp",), lambda j: divides(j["tp"], np.maximum(j["scaleup_size"], 1.0)),
+         lambda j: ["tp ", j["tp"], " does not tile the scale-up domain ", j["scaleup_size"]],
+         "tp dividing the scale-up domain {scaleup_size}"),
     Rule(102, "cp_long", "search", ("cp",), lambda j: (j["cp"] == 1) | (j["seq_len"] >= CP_MIN_SEQ_LEN),
          lambda j: ["cp ", j["cp"], " below 16K tokens"], "cp 1 below 16K tokens"),
     # a necessary condition of rule 1, run as soon as tp and pp exist (on given columns too)

@@ -8,7 +8,8 @@ designs at most, in-process) and every front design must hold:
   step (Megatron-Core schedules.py, forward_backward_pipelining_with_interleaving), and its bubble is at
   least what the schedule leaves idle, t_mb * (max(p - m, 0) + (min(m, p) - 1) / v) (Narayanan et al.
   SC'21 Sec. 2.2.2; the m < p case derived in objectives/steptime.py);
-- a whole job: tp*pp*cp*dp = n_gpus, dp*micro_batch*m = global_batch, tp inside the NVLink domain;
+- a whole job: tp*pp*cp*dp = n_gpus, dp*micro_batch*m = global_batch, tp groups tiling the NVLink domain
+  (no tp group straddling two servers or racks);
 - MFU under the GPU's GEMM ceiling: the FLOPs a GPU really runs per second (model FLOPs, plus the
   recomputed forward under full recompute: 4/3 of them, Korthikanti et al. MLSys'23 Sec. 6) cannot exceed
   the measured GEMM rate (peak x MAMF efficiency) times the share of the step in which the GPU computes at
@@ -63,10 +64,11 @@ def _schedule(f: pd.DataFrame) -> np.ndarray:
 
 
 def _whole_job(f: pd.DataFrame) -> np.ndarray:
-    """Rows whose degrees do not make the job: n_gpus, the global batch, tp beyond the NVLink domain."""
+    """Rows whose degrees do not make the job: n_gpus, the global batch, tp groups that do not tile the
+    NVLink domain."""
     n = f["tp"] * f["pp"] * f["cp"] * f["dp"]
     batch = f["dp"] * f["micro_batch"] * f["n_microbatches"]
-    return ((n != f["n_gpus"]) | (np.abs(batch - f["global_batch"]) > 1e-6) | (f["tp"] > f["scaleup_size"])).to_numpy()
+    return ((n != f["n_gpus"]) | (np.abs(batch - f["global_batch"]) > 1e-6) | (np.mod(f["scaleup_size"], f["tp"]) != 0)).to_numpy()
 
 
 def _above_gemm_ceiling(f: pd.DataFrame) -> np.ndarray:
