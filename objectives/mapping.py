@@ -197,7 +197,7 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
     A row whose every mapping column is given is evaluated as it is, without enumeration (it is its own
     one candidate; ``n_mappings_tried`` 1). ``outputs``: the model outputs the caller needs (default: all);
     an economics module none of them needs, directly or through another, is not run, and other outputs
-    may be absent (the input columns are always there). ``check_rows``: a row mask whose rows' given
+    may be absent (the input columns are always there; ``infeasible_reason`` only where asked for). ``check_rows``: a row mask whose rows' given
     mappings must describe a job (:func:`objectives.pipeline.check_layout` on the prepared columns, an
     InputError naming the table's row otherwise), as `dse evaluate` requires of a fixed mapping."""
     search_sp = bool(choices and "sequence_parallel" in choices)
@@ -225,8 +225,10 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
         except InputError as exc:
             exc.row = int(np.flatnonzero(check_rows)[exc.row])
             raise
-    # what infeasible_reason reads is kept whatever the caller asks for
-    keep = None if outputs is None else frozenset(outputs) | REASON_COLUMNS
+    # what infeasible_reason reads is kept where the caller asks for the reasons (or for everything)
+    outputs = None if outputs is None else frozenset(outputs)
+    reasons = outputs is None or "infeasible_reason" in outputs
+    keep = None if outputs is None else outputs | (REASON_COLUMNS if reasons else frozenset())
     economics = needed_models(ECONOMICS_MODELS, keep)
     # each row's blank-pattern as one small integer: bit i set where MAPPING_COLUMNS[i] is searched
     pattern = np.zeros(n, dtype=np.intp)
@@ -254,7 +256,8 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
             out[name] = user[name]
     out["recompute"] = np.asarray(CATEGORIES["recompute"], dtype=object)[merged["recompute"].astype(np.intp)]
     out["n_mappings_tried"] = tried - (merged[LOST_RULE] > 0)  # a fallback candidate was not a mapping tried
-    out["infeasible_reason"] = infeasible_reason(merged)
+    if reasons:
+        out["infeasible_reason"] = infeasible_reason(merged)
     out.pop(LOST_RULE, None)
     return out
 
