@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from objectives.calibration import STACKS
 
@@ -102,13 +101,48 @@ class _Addresses:
                                     "typestr": np.dtype(np.uintp).str, "data": (values.ctypes.data, True)}
 
 
+#: an object column with at most this many distinct objects is factorized without pandas
+_FEW_OBJECTS = 64
+
+
+def _few_objects(addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(code of each cell, index of each code's first cell), codes in order of first appearance, for a
+    column of at most _FEW_OBJECTS distinct objects (None for more): the objects of a sample of cells,
+    then every cell looked up among them (a cell outside the sample's objects: None)."""
+    n = len(addresses)
+    seen = np.unique(addresses[::max(1, n // 4096)])
+    if len(seen) > _FEW_OBJECTS:
+        return None
+    where = np.minimum(np.searchsorted(seen, addresses), len(seen) - 1)
+    if not np.array_equal(seen[where], addresses):
+        return None
+    first = np.array([np.argmax(where == k) for k in range(len(seen))])  # few codes, one pass each
+    order = np.argsort(first)
+    rank = np.empty(len(seen), dtype=np.intp)
+    rank[order] = np.arange(len(seen))
+    return rank[where], first[order]
+
+
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(values)``: (codes, distinct values in order of first appearance), code -1 for a
     blank cell (None, NaN).
 
     A column of repeated labels (``gpu``, ``recompute``) holds few distinct Python objects, so an object
-    column is factorized by object identity first (hashing 8-byte pointers instead of strings, several
-    times faster), then only its distinct objects by value; the result is the same."""
+    column is factorized by object identity first (8-byte pointers instead of strings: looked up among a
+    sample's few objects in numpy, else hashed by pandas), then only its distinct objects by value; the
+    result is the same."""
+    if values.dtype == object and len(values):
+        found = _few_objects(np.asarray(_Addresses(values)))
+        if found is not None:
+            by_object, first = found
+            objects = values[first]
+            if all(type(v) is str for v in objects):  # by value: equal strings share the first one's code
+                index: dict[str, int] = {}
+                lut = np.array([index.setdefault(v, len(index)) for v in objects], dtype=np.intp)
+                distinct = np.array(list(index), dtype=object)
+                return (by_object if len(distinct) == len(objects) else lut[by_object]), distinct
+    import pandas as pd
+
     if values.dtype != object or len(values) == 0:
         return pd.factorize(values)
     by_object, objects = pd.factorize(np.asarray(_Addresses(values)))
