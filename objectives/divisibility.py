@@ -53,7 +53,7 @@ import numpy as np
 
 from objectives.calibration import STACKS
 
-__all__ = ["Rule", "Job", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
+__all__ = ["Rule", "Job", "RowsOf", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
            "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons",
            "DESIGN_INPUTS"]
 
@@ -374,6 +374,34 @@ def join_text(parts: list, n: int) -> np.ndarray:
     return out
 
 
+class RowsOf(Mapping):
+    """``{name: np.broadcast_to(column, (n,))[rows]}`` over the 1-D columns of ``cols`` (``numbers``: the
+    number columns alone), each cut when first read: a rule's reason reads the few columns it names, not
+    the table's hundreds."""
+
+    def __init__(self, cols: Mapping[str, np.ndarray], rows: np.ndarray, n: int, numbers: bool = False):
+        self._cols, self._rows, self._n, self._numbers, self._cut = cols, rows, n, numbers, {}
+
+    def _takes(self, value) -> bool:
+        if self._numbers:
+            return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "fiub"
+        return np.ndim(value) == 1
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._cut:
+            value = self._cols[name]
+            if not self._takes(value):
+                raise KeyError(name)
+            self._cut[name] = np.broadcast_to(value, (self._n,))[self._rows]
+        return self._cut[name]
+
+    def __iter__(self):
+        return (name for name in self._cols if self._takes(self._cols[name]))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 def rule_reasons(cols: Mapping[str, np.ndarray], codes: np.ndarray, lost: bool = False) -> np.ndarray:
     """'kind: reason' for rows whose first broken rule is ``codes`` (0: ''); ``lost``: the rule no candidate
     mapping of the row's search passed ("layout: no mapping passes '...'")."""
@@ -382,7 +410,7 @@ def rule_reasons(cols: Mapping[str, np.ndarray], codes: np.ndarray, lost: bool =
     for code in np.unique(codes[codes > 0]).astype(int):
         rule = RULES_BY_CODE[code]
         rows = np.flatnonzero(codes == code)
-        sub = {k: np.broadcast_to(v, codes.shape)[rows] for k, v in cols.items() if np.ndim(v) == 1}
+        sub = RowsOf(cols, rows, len(codes))
         kind = "layout" if rule.kind == "search" else rule.kind
         if lost:  # the template's {column} pieces filled with the design's values
             pieces = re.split(r"\{(\w+)\}", rule.needs)

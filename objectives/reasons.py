@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from objectives.divisibility import join_text, number_text, rule_reasons
+from objectives.divisibility import RowsOf, join_text, number_text, rule_reasons
 from objectives.table import CATEGORIES
 
 __all__ = ["infeasible_reason", "reason_kinds", "LOST_RULE", "REASON_COLUMNS"]
@@ -60,8 +60,7 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def _subset_reasons(cols, n, rows, codes, lost_rule=False):
-    sub = {k: np.broadcast_to(v, (n,))[rows] for k, v in cols.items()
-           if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "fiub"}
+    sub = RowsOf(cols, rows, n, numbers=True)
     return rule_reasons(sub, codes[rows], lost=lost_rule)
 
 
