@@ -105,22 +105,28 @@ class _Addresses:
 _FEW_OBJECTS = 64
 
 
-def _few_objects(addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(code of each cell, index of each code's first cell), codes in order of first appearance, for a
-    column of at most _FEW_OBJECTS distinct objects (None for more): the objects of a sample of cells,
-    then every cell looked up among them (a cell outside the sample's objects: None)."""
+def _in_first_order(codes: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes renumbered in order of first appearance (``first``: each code's first cell), and those cells."""
+    order = np.argsort(first)
+    rank = np.empty(len(first), dtype=np.intp)
+    rank[order] = np.arange(len(first))
+    return rank[codes], first[order]
+
+
+def _by_object(addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each cell, first cell of each code), codes in order of first appearance, by object address.
+
+    At most _FEW_OBJECTS distinct objects (labels): the objects of a sample of cells, every cell looked up
+    among them; else (a cell outside the sample's objects, text built per row) sorted by address."""
     n = len(addresses)
     seen = np.unique(addresses[::max(1, n // 4096)])
-    if len(seen) > _FEW_OBJECTS:
-        return None
-    where = np.minimum(np.searchsorted(seen, addresses), len(seen) - 1)
-    if not np.array_equal(seen[where], addresses):
-        return None
-    first = np.array([np.argmax(where == k) for k in range(len(seen))])  # few codes, one pass each
-    order = np.argsort(first)
-    rank = np.empty(len(seen), dtype=np.intp)
-    rank[order] = np.arange(len(seen))
-    return rank[where], first[order]
+    if len(seen) <= _FEW_OBJECTS:
+        where = np.minimum(np.searchsorted(seen, addresses), len(seen) - 1)
+        if np.array_equal(seen[where], addresses):
+            first = np.array([np.argmax(where == k) for k in range(len(seen))])  # few codes, one pass each
+            return _in_first_order(where, first)
+    _, first, inverse = np.unique(addresses, return_index=True, return_inverse=True)
+    return _in_first_order(inverse.reshape(-1), first)
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,28 +134,23 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     blank cell (None, NaN).
 
     A column of repeated labels (``gpu``, ``recompute``) holds few distinct Python objects, so an object
-    column is factorized by object identity first (8-byte pointers instead of strings: looked up among a
-    sample's few objects in numpy, else hashed by pandas), then only its distinct objects by value; the
-    result is the same."""
+    column is factorized by object identity first (8-byte pointers instead of strings, in numpy), then only
+    its distinct objects by value (a dict where they are all text, else pandas); the result is the same."""
     if values.dtype == object and len(values):
-        found = _few_objects(np.asarray(_Addresses(values)))
-        if found is not None:
-            by_object, first = found
-            objects = values[first]
-            if all(type(v) is str for v in objects):  # by value: equal strings share the first one's code
-                index: dict[str, int] = {}
-                lut = np.array([index.setdefault(v, len(index)) for v in objects], dtype=np.intp)
-                distinct = np.array(list(index), dtype=object)
-                return (by_object if len(distinct) == len(objects) else lut[by_object]), distinct
+        by_object, first = _by_object(np.asarray(_Addresses(values)))
+        objects = values[first]
+        if all(type(v) is str for v in objects):  # by value: equal strings share the first one's code
+            index: dict[str, int] = {}
+            lut = np.array([index.setdefault(v, len(index)) for v in objects], dtype=np.intp)
+            distinct = np.array(list(index), dtype=object)
+            return (by_object if len(distinct) == len(objects) else lut[by_object]), distinct
+        import pandas as pd
+
+        codes, distinct = pd.factorize(objects)
+        return codes[by_object], distinct
     import pandas as pd
 
-    if values.dtype != object or len(values) == 0:
-        return pd.factorize(values)
-    by_object, objects = pd.factorize(np.asarray(_Addresses(values)))
-    # codes count up in order of first appearance, so code k first appears where the running maximum reaches k
-    first = np.searchsorted(np.maximum.accumulate(by_object), np.arange(len(objects)))
-    codes, distinct = pd.factorize(values[first])
-    return (by_object if len(distinct) == len(objects) else codes[by_object]), distinct
+    return pd.factorize(values)
 
 
 def encode(name: str, values: np.ndarray) -> np.ndarray:
