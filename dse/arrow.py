@@ -85,4 +85,5 @@ def texts_to_arrow(texts) -> object:
         return pa.array(list(texts), type=pa.string())
     offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+    data = pa.py_buffer(b"".join(encoded))
+    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), data])

@@ -26,8 +26,8 @@ import numpy as np
 from objectives.base import Model
 from objectives.calibration import Calibration
 from objectives.divisibility import CP_MIN_SEQ_LEN, DESIGN_INPUTS, RULES, SEARCH_RULES, Job, Rule
-from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS, check_layout,
-                                 prepare, run_models)
+from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS,
+                                 check_layout, prepare, run_models)
 from objectives.reasons import LOST_RULE, REASON_COLUMNS, infeasible_reason
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, factorize, is_constant
 
@@ -197,9 +197,10 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
     A row whose every mapping column is given is evaluated as it is, without enumeration (it is its own
     one candidate; ``n_mappings_tried`` 1). ``outputs``: the model outputs the caller needs (default: all);
     an economics module none of them needs, directly or through another, is not run, and other outputs
-    may be absent (the input columns are always there; ``infeasible_reason`` only where asked for). ``check_rows``: a row mask whose rows' given
-    mappings must describe a job (:func:`objectives.pipeline.check_layout` on the prepared columns, an
-    InputError naming the table's row otherwise), as `dse evaluate` requires of a fixed mapping."""
+    may be absent (the input columns are always there; ``infeasible_reason`` only where asked for).
+    ``check_rows``: a row mask whose rows' given mappings must describe a job
+    (:func:`objectives.pipeline.check_layout` on the prepared columns, an InputError naming the table's
+    row otherwise), as `dse evaluate` requires of a fixed mapping."""
     search_sp = bool(choices and "sequence_parallel" in choices)
     choices = {**DEFAULT_CHOICES, **(choices or {})}
     user = as_columns(table)
