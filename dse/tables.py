@@ -12,10 +12,14 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from dse.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["read_table", "read_columns", "write_table", "to_columns", "describe_input_error"]
 
@@ -36,6 +40,8 @@ def _unreadable(p: Path, exc: Exception) -> UserError:
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV or Parquet design table; a missing or unreadable file is a UserError naming it."""
+    import pandas as pd
+
     p = _check_readable(path)
     try:
         if p.suffix.lower() in _PARQUET:
@@ -57,9 +63,10 @@ def read_columns(path: str | Path) -> dict[str, np.ndarray]:
     try:
         # text read as dictionaries: each distinct string is decoded once (a file written by pandas or
         # pyarrow stores its text dictionary-encoded)
-        text = [f.name for f in pq.read_schema(p)
+        # (ParquetFile, not read_table: that goes through pyarrow.dataset, which imports pandas)
+        text = [f.name for f in pq.ParquetFile(p).schema_arrow
                 if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
-        table = pq.read_table(p, read_dictionary=text)
+        table = pq.ParquetFile(p, read_dictionary=text).read()
     except (ValueError, OSError, pa.ArrowException) as exc:
         raise _unreadable(p, exc) from None
     return {str(name): _arrow_to_numpy(column) for name, column in zip(table.column_names, table.columns)}
@@ -78,23 +85,31 @@ def _arrow_to_numpy(column) -> np.ndarray:
     float with NaN), text as an object array of its distinct strings, anything else as pandas reads it."""
     import pyarrow as pa
 
+    from dse.arrow import numbers_from_arrow, numpy_dtype, texts_from_arrow
+
     kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
         encoded = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
         if not pa.types.is_dictionary(encoded.type):
             encoded = encoded.dictionary_encode()
-        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.intp, copy=False)
-        return _labels(codes, encoded.dictionary.to_numpy(zero_copy_only=False))
-    if (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and kind == column.type:
-        if column.null_count and not pa.types.is_floating(kind):
-            column = column.cast(pa.float64())
-        return column.to_numpy()  # nulls of a float column read as NaN
+        if pa.types.is_string_view(encoded.dictionary.type):
+            encoded = pa.DictionaryArray.from_arrays(encoded.indices, encoded.dictionary.cast(pa.string()))
+        codes = numbers_from_arrow(encoded.indices)  # with blanks: float, NaN where blank
+        codes = np.where(np.isnan(codes), -1, codes).astype(np.intp) if codes.dtype.kind == "f" \
+            else codes.astype(np.intp, copy=False)
+        return _labels(codes, texts_from_arrow(encoded.dictionary))
+    if numpy_dtype(kind) is not None and kind == column.type:
+        chunks = [numbers_from_arrow(chunk) for chunk in column.chunks]  # nulls read as NaN
+        values = chunks[0] if len(chunks) == 1 else np.concatenate(chunks) if chunks else np.empty(0, numpy_dtype(kind))
+        return values.astype(np.float64) if column.null_count and values.dtype.kind != "f" else values
     return column.to_pandas().to_numpy()
 
 
 def to_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """DataFrame -> design-table columns (numpy arrays; text as an object array of its distinct strings,
     NaN where blank)."""
+    import pandas as pd
+
     out: dict[str, np.ndarray] = {}
     for name in frame.columns:
         series = frame[name]
@@ -119,6 +134,7 @@ def _arrow_column(values: np.ndarray, zeros: np.ndarray):
     dictionary that outgrows its page costs more than the column takes to write."""
     import pyarrow as pa
 
+    from dse.arrow import numbers_to_arrow, texts_to_arrow
     from objectives.table import factorize, is_constant
 
     values = np.asarray(values)
@@ -126,10 +142,11 @@ def _arrow_column(values: np.ndarray, zeros: np.ndarray):
         if is_constant(values):
             if values.dtype.kind == "f" and np.isnan(values[0]):
                 return pa.nulls(len(values), pa.from_numpy_dtype(values.dtype)), True
-            return pa.DictionaryArray.from_arrays(pa.array(zeros[:len(values)]), pa.array(values[:1])), True
+            return pa.DictionaryArray.from_arrays(numbers_to_arrow(zeros[:len(values)]),
+                                                  numbers_to_arrow(np.ascontiguousarray(values[:1]))), True
         values = np.ascontiguousarray(values)
         nan = values.dtype.kind == "f" and len(values) and np.isnan(np.min(values))
-        array = pa.array(values, mask=np.isnan(values) if nan else None)
+        array = numbers_to_arrow(values, np.isnan(values) if nan else None)
         sample = values[::max(1, len(values) // _SAMPLE_CELLS)]
         return array, values.dtype.kind == "b" or len(np.unique(sample)) <= len(sample) // 2
     if values.dtype.kind in "US":
@@ -137,8 +154,8 @@ def _arrow_column(values: np.ndarray, zeros: np.ndarray):
     codes, distinct = factorize(values)  # by object identity first: cheap on a column of repeated labels
     if not all(isinstance(v, str) for v in distinct):
         return pa.array(values, from_pandas=True), True  # mixed objects: as pandas would convert them
-    indices = pa.array(codes.astype(np.int32), mask=codes < 0)
-    return pa.DictionaryArray.from_arrays(indices, pa.array(list(distinct), type=pa.string())), True
+    indices = numbers_to_arrow(codes.astype(np.int32), codes < 0 if (codes < 0).any() else None)
+    return pa.DictionaryArray.from_arrays(indices, texts_to_arrow(distinct)), True
 
 
 def write_table(columns: Mapping[str, np.ndarray], path: str | Path, metadata: dict[str, str] | None = None,
@@ -155,12 +172,14 @@ def write_table(columns: Mapping[str, np.ndarray], path: str | Path, metadata: d
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dse.store import atomic_write_bytes
-
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     names = list(columns) if names is None else list(names)
     if p.suffix.lower() == ".csv":
+        import pandas as pd
+
+        from dse.store import atomic_write_bytes
+
         frame = pd.DataFrame({k: np.asarray(columns[k]) for k in names})
         atomic_write_bytes(p, frame.to_csv(index=False).encode())
         return

@@ -53,8 +53,8 @@ import numpy as np
 
 from objectives.calibration import STACKS
 
-__all__ = ["Rule", "Job", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
-           "CP_MIN_SEQ_LEN", "RowsOf", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons",
+__all__ = ["Rule", "Job", "RowsOf", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
+           "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons",
            "DESIGN_INPUTS"]
 
 CP_MIN_SEQ_LEN = 16384
@@ -376,21 +376,31 @@ def join_text(parts: list, n: int) -> np.ndarray:
 
 
 class RowsOf(Mapping):
-    """``cols`` restricted to ``rows``, each column taken when first read (a reason reads a few of them)."""
+    """``{name: np.broadcast_to(column, (n,))[rows]}`` over the 1-D columns of ``cols`` (``numbers``: the
+    number columns alone), each cut when first read: a rule's reason reads the few columns it names, not
+    the table's hundreds."""
 
-    def __init__(self, cols: Mapping[str, np.ndarray], rows: np.ndarray, n: int):
-        self._cols, self._rows, self._n, self._taken = cols, rows, n, {}
+    def __init__(self, cols: Mapping[str, np.ndarray], rows: np.ndarray, n: int, numbers: bool = False):
+        self._cols, self._rows, self._n, self._numbers, self._cut = cols, rows, n, numbers, {}
+
+    def _takes(self, value) -> bool:
+        if self._numbers:
+            return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "fiub"
+        return np.ndim(value) == 1
 
     def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._taken:
-            self._taken[name] = np.broadcast_to(np.asarray(self._cols[name]), (self._n,))[self._rows]
-        return self._taken[name]
+        if name not in self._cut:
+            value = self._cols[name]
+            if not self._takes(value):
+                raise KeyError(name)
+            self._cut[name] = np.broadcast_to(value, (self._n,))[self._rows]
+        return self._cut[name]
 
     def __iter__(self):
-        return iter(self._cols)
+        return (name for name in self._cols if self._takes(self._cols[name]))
 
     def __len__(self) -> int:
-        return len(self._cols)
+        return sum(1 for _ in self)
 
 
 def rule_reasons(cols: Mapping[str, np.ndarray], codes: np.ndarray, lost: bool = False) -> np.ndarray:

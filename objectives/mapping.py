@@ -26,10 +26,10 @@ import numpy as np
 from objectives.base import Model
 from objectives.calibration import Calibration
 from objectives.divisibility import CP_MIN_SEQ_LEN, DESIGN_INPUTS, RULES, SEARCH_RULES, Job, Rule
-from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS, prepare,
-                                 run_models)
+from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS,
+                                 check_layout, prepare, run_models)
 from objectives.reasons import LOST_RULE, REASON_COLUMNS, infeasible_reason
-from objectives.table import CATEGORIES, Columns, as_columns, encode, factorize, is_constant
+from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, factorize, is_constant
 
 __all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "needed_models", "CP_MIN_SEQ_LEN"]
 
@@ -190,13 +190,17 @@ def _best(work: Columns, owner: np.ndarray) -> np.ndarray:
 
 
 def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] | None = None,
-                   cal: Calibration | None = None, outputs: Iterable[str] | None = None) -> Columns:
+                   cal: Calibration | None = None, outputs: Iterable[str] | None = None,
+                   check_rows: np.ndarray | None = None) -> Columns:
     """Best feasible mapping per row; see the module docstring and docs/model-contract.md.
 
     A row whose every mapping column is given is evaluated as it is, without enumeration (it is its own
     one candidate; ``n_mappings_tried`` 1). ``outputs``: the model outputs the caller needs (default: all);
     an economics module none of them needs, directly or through another, is not run, and other outputs
-    may be absent (the input columns are always there)."""
+    may be absent (the input columns are always there; ``infeasible_reason`` only where asked for).
+    ``check_rows``: a row mask whose rows' given mappings must describe a job
+    (:func:`objectives.pipeline.check_layout` on the prepared columns, an InputError naming the table's
+    row otherwise), as `dse evaluate` requires of a fixed mapping."""
     search_sp = bool(choices and "sequence_parallel" in choices)
     choices = {**DEFAULT_CHOICES, **(choices or {})}
     user = as_columns(table)
@@ -216,8 +220,16 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
             filled[name] = np.where(blank[name], "none" if name == "recompute" else 1, col) if col.dtype.kind in "OUS" \
                 else np.where(blank[name], 1.0, col.astype(np.float64))
     _, floats = prepare(filled)
-    # what infeasible_reason reads is kept whatever the caller asks for
-    keep = None if outputs is None else frozenset(outputs) | REASON_COLUMNS
+    if check_rows is not None and check_rows.any():
+        try:
+            check_layout(floats if check_rows.all() else {k: v[check_rows] for k, v in floats.items()})
+        except InputError as exc:
+            exc.row = int(np.flatnonzero(check_rows)[exc.row])
+            raise
+    # what infeasible_reason reads is kept where the caller asks for the reasons (or for everything)
+    outputs = None if outputs is None else frozenset(outputs)
+    reasons = outputs is None or "infeasible_reason" in outputs
+    keep = None if outputs is None else outputs | (REASON_COLUMNS if reasons else frozenset())
     economics = needed_models(ECONOMICS_MODELS, keep)
     # each row's blank-pattern as one small integer: bit i set where MAPPING_COLUMNS[i] is searched
     pattern = np.zeros(n, dtype=np.intp)
@@ -245,7 +257,8 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
             out[name] = user[name]
     out["recompute"] = np.asarray(CATEGORIES["recompute"], dtype=object)[merged["recompute"].astype(np.intp)]
     out["n_mappings_tried"] = tried - (merged[LOST_RULE] > 0)  # a fallback candidate was not a mapping tried
-    out["infeasible_reason"] = infeasible_reason(merged)
+    if reasons:
+        out["infeasible_reason"] = infeasible_reason(merged)
     out.pop(LOST_RULE, None)
     return out
 

@@ -108,12 +108,12 @@ def _numeric_columns() -> frozenset[str]:
 
 def _check_numbers(user: Columns) -> None:
     """Raise InputError for a numeric column holding text that is not a number ('abc' where n_gpus goes)."""
-    import pandas as pd
-
     for name in _numeric_columns() & set(user):
         value = user[name]
         if value.dtype.kind in "iufb":
             continue
+        import pandas as pd  # only for a column of text or objects
+
         raw = pd.Series(value[:1] if is_constant(value) else value, dtype=object)
         blank = raw.isna() | raw.astype(str).str.strip().isin(("", "nan", "NaN", "None"))
         as_num = pd.to_numeric(raw.where(~blank, np.nan), errors="coerce")

@@ -60,7 +60,8 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def _subset_reasons(cols, n, rows, codes, lost_rule=False):
-    return rule_reasons(RowsOf(cols, rows, n), codes[rows], lost=lost_rule)
+    sub = RowsOf(cols, rows, n, numbers=True)
+    return rule_reasons(sub, codes[rows], lost=lost_rule)
 
 
 def reason_kinds(reasons) -> dict[str, int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from objectives.calibration import STACKS
 
@@ -102,20 +101,56 @@ class _Addresses:
                                     "typestr": np.dtype(np.uintp).str, "data": (values.ctypes.data, True)}
 
 
+#: an object column with at most this many distinct objects is factorized without pandas
+_FEW_OBJECTS = 64
+
+
+def _in_first_order(codes: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes renumbered in order of first appearance (``first``: each code's first cell), and those cells."""
+    order = np.argsort(first)
+    rank = np.empty(len(first), dtype=np.intp)
+    rank[order] = np.arange(len(first))
+    return rank[codes], first[order]
+
+
+def _by_object(addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each cell, first cell of each code), codes in order of first appearance, by object address.
+
+    At most _FEW_OBJECTS distinct objects (labels): the objects of a sample of cells, every cell looked up
+    among them; else (a cell outside the sample's objects, text built per row) sorted by address."""
+    n = len(addresses)
+    seen = np.unique(addresses[::max(1, n // 4096)])
+    if len(seen) <= _FEW_OBJECTS:
+        where = np.minimum(np.searchsorted(seen, addresses), len(seen) - 1)
+        if np.array_equal(seen[where], addresses):
+            first = np.array([np.argmax(where == k) for k in range(len(seen))])  # few codes, one pass each
+            return _in_first_order(where, first)
+    _, first, inverse = np.unique(addresses, return_index=True, return_inverse=True)
+    return _in_first_order(inverse.reshape(-1), first)
+
+
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(values)``: (codes, distinct values in order of first appearance), code -1 for a
     blank cell (None, NaN).
 
     A column of repeated labels (``gpu``, ``recompute``) holds few distinct Python objects, so an object
-    column is factorized by object identity first (hashing 8-byte pointers instead of strings, several
-    times faster), then only its distinct objects by value; the result is the same."""
-    if values.dtype != object or len(values) == 0:
-        return pd.factorize(values)
-    by_object, objects = pd.factorize(np.asarray(_Addresses(values)))
-    # codes count up in order of first appearance, so code k first appears where the running maximum reaches k
-    first = np.searchsorted(np.maximum.accumulate(by_object), np.arange(len(objects)))
-    codes, distinct = pd.factorize(values[first])
-    return (by_object if len(distinct) == len(objects) else codes[by_object]), distinct
+    column is factorized by object identity first (8-byte pointers instead of strings, in numpy), then only
+    its distinct objects by value (a dict where they are all text, else pandas); the result is the same."""
+    if values.dtype == object and len(values):
+        by_object, first = _by_object(np.asarray(_Addresses(values)))
+        objects = values[first]
+        if all(type(v) is str for v in objects):  # by value: equal strings share the first one's code
+            index: dict[str, int] = {}
+            lut = np.array([index.setdefault(v, len(index)) for v in objects], dtype=np.intp)
+            distinct = np.array(list(index), dtype=object)
+            return (by_object if len(distinct) == len(objects) else lut[by_object]), distinct
+        import pandas as pd
+
+        codes, distinct = pd.factorize(objects)
+        return codes[by_object], distinct
+    import pandas as pd
+
+    return pd.factorize(values)
 
 
 def encode(name: str, values: np.ndarray) -> np.ndarray:

@@ -42,6 +42,9 @@ def test_evaluate_writes_inputs_plus_metrics(tmp_path, capsys):
 @pytest.mark.parametrize("body, needle", [
     ("model,gpu,n_gpus,global_batch,tp,pp,micro_batch\nllama3-70b,h100-sxmm,64,256,4,4,1\n", "row 1, column 'gpu': unknown gpu 'h100-sxmm'"),
     ("model,gpu,n_gpus,global_batch,tp,pp,micro_batch\nllama3-70b,h100-sxm,64,256,4,4,1\nllama3-70b,h100-sxm,60,256,8,4,1\n", "row 2, column 'n_gpus': tp*pp*cp = 8*4*1 = 32 does not divide n_gpus = 60"),
+    # a searched row (tp blank) is no input error whatever its n_gpus; the given row after it is, by its own number
+    ("model,gpu,n_gpus,global_batch,tp,pp,micro_batch\nllama3-70b,h100-sxm,60,240,,1,1\nllama3-70b,h100-sxm,64,256,4,4,1\n"
+     "llama3-70b,h100-sxm,64,256,4,4,3\n", "row 3, column 'global_batch': global_batch 256 is not a multiple of dp*micro_batch = 4*3"),
     ("model,gpu,global_batch,tp,pp,micro_batch\nllama3-70b,h100-sxm,256,4,4,1\n", "column 'n_gpus': is required"),
     ("model,gpu,n_gpus,global_batch,tp,pp,micro_batch\nllama3-70b,h100-sxm,-8,256,4,4,1\n", "row 1, column 'n_gpus': -8 is not valid"),
     ("model,gpu,n_gpus,global_batch,tp,pp,micro_batch,recompute\nllama3-70b,h100-sxm,64,256,4,4,1,sometimes\n", "row 1, column 'recompute': 'sometimes' is not one of none, selective, full"),

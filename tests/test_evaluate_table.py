@@ -109,6 +109,17 @@ def test_outputs_skip_the_economics_nothing_asked_needs():
     assert _same(objectives.search_mapping(table, outputs=["tco_usd"])["tco_usd"], full["tco_usd"])
 
 
+def test_reasons_only_where_asked_for():
+    """``infeasible_reason`` is built only when the outputs name it, and then equals the full evaluation's
+    (the table has infeasible rows with several reasons)."""
+    table = fixed_table(300, seed=3)
+    full = objectives.search_mapping(table)
+    assert len(set(full["infeasible_reason"])) > 2
+    assert "infeasible_reason" not in objectives.search_mapping(table, outputs=["step_time_s", "feasible"])
+    asked = objectives.search_mapping(table, outputs=["step_time_s", "infeasible_reason"])
+    assert list(asked["infeasible_reason"]) == list(full["infeasible_reason"])
+
+
 def _run(capsys, *argv):
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()

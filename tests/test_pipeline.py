@@ -89,6 +89,10 @@ def test_training_models_alone():
     np.array([None, None], dtype=object),
     np.array([], dtype=object),
     np.array(["a", "b", "a"]),  # not an object column
+    np.array(["gpu", "model", "gpu", "x"] * 3000, dtype=object),  # few objects: looked up in numpy
+    np.array(["b", "".join(["a", "b"]), "b", "a"] * 3000, dtype=object),  # equal text at two addresses
+    np.array(["a"] * 12345 + ["z"] + ["a"] * 20000, dtype=object),  # an object the sample misses
+    np.array([f"n{i % 300}" for i in range(5000)], dtype=object),  # more distinct objects than a lookup takes
 ])
 def test_factorize_is_pandas_factorize(values):
     codes, distinct = factorize(values)

@@ -17,7 +17,6 @@ import objectives
 from dse.errors import UserError
 from dse.tables import describe_input_error, read_columns, write_table
 from objectives.mapping import blank_cells
-from objectives.pipeline import check_layout, prepare
 
 __all__ = ["add_parser", "run"]
 
@@ -74,14 +73,8 @@ def run(args) -> int:
         if name in ("tp", "pp", "micro_batch"):
             complete &= ~blank_cells(cols[name]) if name in cols else False
     try:
-        if complete.any():
-            _, floats = prepare(cols if complete.all() else {k: v[complete] for k, v in cols.items()})
-            try:
-                check_layout(floats)
-            except objectives.InputError as exc:
-                exc.row = int(np.flatnonzero(complete)[exc.row])
-                raise
-        out = objectives.search_mapping(cols, outputs=None if names is None else [*names, "feasible"])
+        out = objectives.search_mapping(cols, outputs=None if names is None else [*names, "feasible"],
+                                        check_rows=complete)
     except objectives.InputError as exc:
         raise describe_input_error(exc, args.input) from None
     if names is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dse.errors import UserError
 from dse.tables import describe_input_error, read_table, write_table
 from objectives import InputError
-from objectives.validation import RUNS_PATH, predict, source_of, summarize
 
 __all__ = ["add_parser", "run"]
 
@@ -20,12 +19,14 @@ REQUIRED = ("source_key", "measured_tokens_per_s_per_gpu")
 
 def add_parser(sub) -> None:
     p = sub.add_parser("validate", help="compare the model with published training runs", description=__doc__)
-    p.add_argument("csv", nargs="?", default=None, help=f"runs to check (default: {RUNS_PATH.name} shipped with the package)")
+    p.add_argument("csv", nargs="?", default=None, help="runs to check (default: training_runs.csv shipped with the package)")
     p.add_argument("--out", help="write the per-row table (Parquet or .csv)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    from objectives.validation import RUNS_PATH, predict, source_of, summarize  # pandas: only this command
+
     path = args.csv or str(RUNS_PATH)
     runs = read_table(path)
     missing = [c for c in REQUIRED if c not in runs.columns]
