@@ -43,6 +43,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import UserError
+from dse.parquet import fsync_dir, write_atomic
 
 __all__ = ["RunStore", "JournalMirror", "JournalTarget", "journal_lines", "append_journal", "atomic_write_bytes", "to_arrow",
            "read_metadata", "write_batch", "EncodedRecord", "RawJSON", "internal_column", "META_PREFIX", "STUDY_NAME"]
@@ -61,19 +62,6 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _column(values: Any) -> pa.Array:
@@ -236,7 +224,7 @@ class RunStore:
             dest = p.with_name(f".{p.name}.torn")
             os.replace(p, dest)
             out.append(dest)
-        _fsync_dir(self.trials_dir)
+        fsync_dir(self.trials_dir)
         return out
 
     def read_trials(self, columns: list[str] | None = None) -> pd.DataFrame:
@@ -262,26 +250,14 @@ class RunStore:
     @staticmethod
     def _write_parquet(path: Path, table: pa.Table) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
         # dictionary-encode the labels (gpu, network, ...), not the numbers: a batch's floats are mostly
         # distinct, and building their dictionaries took half of a part's write time (snappy still
         # compresses the constant ones)
         labels = [f.name for f in table.schema if not (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
-        # the dse.* metadata goes in the footer's key-value metadata once; Arrow's own copy of the schema
-        # (ARROW:schema, the metadata again, base64-encoded) is left out: every column is a plain Parquet
-        # type that reads back as written, and the copy made a part a third larger (338 KB instead of
-        # 446 KB for 512 designs) and about 5% slower to encode
+        # the dse.* metadata goes in the footer's key-value metadata once, without Arrow's copy of the
+        # schema (dse.parquet; docs/performance.md has what the copy cost)
         metadata = table.schema.metadata or {}
-        table = table.replace_schema_metadata(None)
-        with open(tmp, "wb") as f:
-            with pq.ParquetWriter(f, table.schema, use_dictionary=labels, store_schema=False) as writer:
-                writer.write_table(table)
-                if metadata:
-                    writer.add_key_value_metadata(metadata)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        write_atomic(path, table.replace_schema_metadata(None), metadata, sync_dir=True, use_dictionary=labels)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dse.errors import UserError
+from dse.parquet import write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -192,19 +193,7 @@ def write_table(columns: Mapping[str, np.ndarray], path: str | Path, metadata: d
             dictionary.append(name)
     table = pa.table(arrays)
     compression = {name: "snappy" if name in dictionary else "none" for name in names}
-    tmp = p.with_name(f".{p.name}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            with pq.ParquetWriter(f, table.schema, store_schema=False, use_dictionary=dictionary,
-                                  compression=compression, write_statistics=False) as writer:
-                writer.write_table(table)
-                if metadata:
-                    writer.add_key_value_metadata(metadata)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(p, table, metadata, use_dictionary=dictionary, compression=compression, write_statistics=False)
 
 
 def describe_input_error(exc, path: str | Path) -> UserError:
