@@ -29,18 +29,32 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Tiers", "split_tiers", "spans_domains", "all_reduce_s", "reduce_scatter_s", "reduce_scatter_bw_s",
+__all__ = ["Tiers", "up_bw", "split_tiers", "spans_domains", "all_reduce_s", "reduce_scatter_s", "reduce_scatter_bw_s",
            "all_gather_s", "all_to_all_s", "p2p_s", "ring_hop_s", "ring_latency_s"]
 
 
 class Tiers:
     """Per-row bandwidths (bytes/s) and latencies (s) of the scale-up and scale-out tiers."""
 
-    __slots__ = ("size", "bw_up", "bw_out", "lat_up", "lat_out", "bw_cross")
+    __slots__ = ("size", "bw_up", "bw_out", "lat_up", "lat_out", "bw_cross", "mesh")
 
-    def __init__(self, size, bw_up, bw_out, lat_up, lat_out, bw_cross=None):
+    def __init__(self, size, bw_up, bw_out, lat_up, lat_out, bw_cross=None, mesh=0.0):
         self.size, self.bw_up, self.bw_out, self.lat_up, self.lat_out = size, bw_up, bw_out, lat_up, lat_out
         self.bw_cross = bw_out if bw_cross is None else bw_cross  # traffic through the leaf uplinks
+        self.mesh = mesh  # 1 where the domain is a full mesh of point-to-point links (no switch), else 0
+
+
+def up_bw(g_in, tiers: Tiers) -> np.ndarray:
+    """Scale-up bandwidth per GPU per direction for traffic among ``g_in`` members of one domain.
+
+    A switched domain (NVLink switches) gives every GPU its whole bandwidth toward any peers. A full mesh
+    (AMD Infinity Fabric on an 8-GPU OAM board: 7 links, one to each peer) gives a group of ``g_in`` the
+    g_in - 1 links to its members only: (g_in - 1) / (size - 1) of the aggregate, one link for a pair
+    (AMD MI300X platform: 64 GB/s per direction to each peer; RCCL runs one ring per link)."""
+    if not np.any(tiers.mesh):
+        return tiers.bw_up
+    share = np.minimum((g_in - 1.0) / np.maximum(tiers.size - 1.0, 1.0), 1.0)
+    return tiers.bw_up * np.where(tiers.mesh > 0, np.maximum(share, 1.0 / np.maximum(tiers.size - 1.0, 1.0)), 1.0)
 
 
 def split_tiers(group: np.ndarray, stride: np.ndarray, tiers: Tiers) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +76,7 @@ def _depth(g: np.ndarray) -> np.ndarray:
 def all_reduce_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     """Hierarchical ring all-reduce time of ``nbytes`` per rank (0 for a group of one)."""
     g_in, g_out = split_tiers(group, stride, tiers)
-    bw = 2.0 * (g_in - 1.0) / g_in * nbytes / tiers.bw_up + 2.0 * (g_out - 1.0) / g_out * (nbytes / g_in) / tiers.bw_out
+    bw = 2.0 * (g_in - 1.0) / g_in * nbytes / up_bw(g_in, tiers) + 2.0 * (g_out - 1.0) / g_out * (nbytes / g_in) / tiers.bw_out
     lat = 2.0 * _depth(g_in) * tiers.lat_up + 2.0 * _depth(g_out) * tiers.lat_out
     return bw + lat
 
@@ -77,7 +91,7 @@ def reduce_scatter_s(nbytes, group, stride, tiers: Tiers, split=None) -> np.ndar
 def reduce_scatter_bw_s(nbytes, split, tiers: Tiers) -> np.ndarray:
     """The bandwidth term of :func:`reduce_scatter_s`, given ``split_tiers`` of its group."""
     g_in, g_out = split
-    return (g_in - 1.0) / g_in * nbytes / tiers.bw_up + (g_out - 1.0) / g_out * (nbytes / g_in) / tiers.bw_out
+    return (g_in - 1.0) / g_in * nbytes / up_bw(g_in, tiers) + (g_out - 1.0) / g_out * (nbytes / g_in) / tiers.bw_out
 
 
 def ring_latency_s(group, stride, tiers: Tiers, split=None) -> np.ndarray:
@@ -96,7 +110,7 @@ def all_to_all_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     NVLink at the same time; the slower of the two sets the time.
     """
     g_in, g_out = split_tiers(group, stride, tiers)
-    inside = (g_in - 1.0) / group * nbytes / tiers.bw_up
+    inside = (g_in - 1.0) / group * nbytes / up_bw(g_in, tiers)
     outside = (group - g_in) / group * nbytes / tiers.bw_cross
     lat = (g_in > 1) * tiers.lat_up + (g_out > 1) * tiers.lat_out
     return np.maximum(inside, outside) + lat * (group > 1)
@@ -107,7 +121,7 @@ def p2p_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     ``stride`` ranks apart: over NVLink when every stage of the group shares a domain, else at the pace of
     the boundary that leaves it, through the leaf uplinks (stages are far apart in the fabric)."""
     inside = ~spans_domains(group, stride, tiers)
-    return np.where(inside, nbytes / tiers.bw_up + tiers.lat_up, nbytes / tiers.bw_cross + tiers.lat_out)
+    return np.where(inside, nbytes / up_bw(2.0, tiers) + tiers.lat_up, nbytes / tiers.bw_cross + tiers.lat_out)
 
 
 def ring_hop_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
@@ -117,4 +131,4 @@ def ring_hop_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     NCCL routes a send to another rail over NVLink onto the receiver's rail first (PXN,
     NCCL_P2P_PXN_LEVEL), so the hop stays under one leaf."""
     inside = ~spans_domains(group, stride, tiers)
-    return np.where(inside, nbytes / tiers.bw_up + tiers.lat_up, nbytes / tiers.bw_out + tiers.lat_out)
+    return np.where(inside, nbytes / up_bw(2.0, tiers) + tiers.lat_up, nbytes / tiers.bw_out + tiers.lat_out)

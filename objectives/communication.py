@@ -91,6 +91,7 @@ def tiers_of(c, cal) -> Tiers:
         lat_up=cal.scaleup_latency_s,
         lat_out=scaleout_latency_s(c, cal),
         bw_cross=bw_out / np.maximum(c["net_oversub_seen"], 1.0),
+        mesh=c["scaleup_mesh"],
     )
 
 
@@ -99,7 +100,7 @@ class Communication(Model):
         "d_model", "n_kv_heads", "d_head", "seq_len", "moe_experts", "moe_topk", "layers_per_stage",
         "tp", "pp", "cp", "ep", "vp", "dp", "micro_batch", "n_microbatches", "recompute", "sequence_parallel",
         "zero_stage", "params_per_gpu", "params_expert_per_gpu", "etp", "time_attn_fwd_s", "time_layer_fwd_s",
-        "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbps", "nic_gbps",
+        "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbps", "scaleup_mesh", "nic_gbps",
         "net_eff_rel", "net_oversub_seen",
         "net_hop_latency_s", "net_hops", "stack",
     )

@@ -53,3 +53,21 @@ def test_ring_hop_paced_by_its_cross_node_hop():
     assert ring_hop_s(GB, np.array([8.0]), np.array([1.0]), NET)[0] == pytest.approx(1 / 360)
     assert ring_hop_s(GB, np.array([32.0]), np.array([1.0]), NET)[0] == pytest.approx(1 / 46.5)
     assert ring_hop_s(GB, np.array([4.0]), np.array([2.0]), NET)[0] == pytest.approx(1 / 360)
+
+
+def test_a_full_mesh_gives_a_small_group_only_its_own_links():
+    """An 8-GPU Infinity Fabric board is a full mesh: 7 links of 64 GB/s, one to each peer (448 GB/s per
+    direction in all, x 0.8 ring efficiency = 358.4 GB/s). A tp 2 pair shares one link, 51.2 GB/s: an
+    all-reduce of 1 GB takes 2 x 1/2 x 1 / 51.2 = 19.53 ms, 7x what a switched domain of the same
+    aggregate gives (2.79 ms). A tp 4 group has 3 of the 7 links: 2 x 3/4 / (358.4 x 3/7) = 9.77 ms. The
+    whole board (g = 8) has all 7, as a switched domain does; a pipeline send to a neighbour takes one link."""
+    mesh = Tiers(size=np.array([8.0]), bw_up=np.array([358.4e9]), bw_out=np.array([46.5e9]), lat_up=0.0,
+                 lat_out=0.0, mesh=np.array([1.0]))
+    switched = Tiers(size=np.array([8.0]), bw_up=np.array([358.4e9]), bw_out=np.array([46.5e9]), lat_up=0.0,
+                     lat_out=0.0)
+    one = np.array([1.0])
+    assert all_reduce_s(GB, 2 * one, one, mesh)[0] == pytest.approx(19.53e-3, rel=1e-3)
+    assert all_reduce_s(GB, 2 * one, one, switched)[0] == pytest.approx(2.79e-3, rel=1e-3)
+    assert all_reduce_s(GB, 4 * one, one, mesh)[0] == pytest.approx(2 * 3 / 4 / (358.4 * 3 / 7), rel=1e-9)
+    assert all_reduce_s(GB, 8 * one, one, mesh)[0] == pytest.approx(all_reduce_s(GB, 8 * one, one, switched)[0])
+    assert p2p_s(GB, 2 * one, one, mesh)[0] == pytest.approx(1 / 51.2, rel=1e-9)

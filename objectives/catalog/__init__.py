@@ -41,7 +41,7 @@ HERE = Path(__file__).parent
 GPU_FIELDS = (
     "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops",
     "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3",
-    "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "nic_gbps", "nic_usd", "gpu_tdp_w",
+    "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "scaleup_mesh", "nic_gbps", "nic_usd", "gpu_tdp_w",
     "server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr", "facility_usd_per_mw",
 )
 NETWORK_FIELDS = (
