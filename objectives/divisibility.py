@@ -311,6 +311,12 @@ RULES: tuple[Rule, ...] = (
          lambda j: ["interleaved vp ", j["vp"], " needs micro-batches in multiples of pp (m ", j.n_microbatches,
                     ", pp ", j["pp"], ")"],
          "an interleaved schedule has micro-batches in multiples of pp"),
+    # MosaicML llm-foundry (the pytorch-fsdp stack) shards with FSDP and has no tensor, pipeline or context
+    # parallelism (llm-foundry's parallelism config: FSDP only, as its published runs used)
+    Rule(16, "fsdp_data_parallel", "layout", ("tp", "pp", "cp"),
+         lambda j: (np.asarray(j["stack"]) != STACKS.index("pytorch-fsdp")) | ((j["tp"] == 1) & (j["pp"] == 1) & (j["cp"] == 1)),
+         lambda j: ["pytorch-fsdp runs data parallelism only (tp ", j["tp"], ", pp ", j["pp"], ", cp ", j["cp"], ")"],
+         "tp = pp = cp = 1 on pytorch-fsdp"),
 )
 #: pruning rules of the mapping search alone (documented, not tuned), run only where the search picks the
 #: column they prune (a given value is kept): tensor parallelism inside the scale-up domain (Narayanan et al. SC'21, Sec. 3.3

@@ -239,3 +239,17 @@ def test_sweep_closing_table_says_why(tmp_path, capsys):
     assert "why designs were infeasible" in out
     assert "16  layout: no mapping passes 'dp*micro_batch divides global_batch # (n_gpus #)'" in out
     assert "Why designs were infeasible" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_pytorch_fsdp_runs_data_parallelism_only():
+    """llm-foundry (the pytorch-fsdp stack) has FSDP and nothing else: Llama-3-70B on 512 H100 at tp 8 pp 2
+    is a row it cannot run (infeasible, rule 16, with its reason), and the search on that stack keeps
+    tp = pp = cp = 1 (here ZeRO-3, dp 512, one sequence per GPU per step)."""
+    row = dict(model="llama3-70b", gpu="h100-sxm", n_gpus=512, global_batch=512, seq_len=4096, stack="pytorch-fsdp")
+    fixed = objectives.evaluate(dict(row, tp=8, pp=2, micro_batch=1))
+    assert not fixed["feasible"][0] and fixed["layout_rule"][0] == 16
+    assert fixed["infeasible_reason"][0] == "layout: pytorch-fsdp runs data parallelism only (tp 8, pp 2, cp 1)"
+    searched = objectives.search_mapping({k: np.atleast_1d(np.asarray(v, dtype=object if isinstance(v, str) else float))
+                                          for k, v in row.items()})
+    assert searched["feasible"][0]
+    assert (searched["tp"][0], searched["pp"][0], searched["cp"][0]) == (1, 1, 1)
