@@ -54,8 +54,7 @@ import numpy as np
 from objectives.calibration import STACKS
 
 __all__ = ["Rule", "Job", "RowsOf", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
-           "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons",
-           "DESIGN_INPUTS"]
+           "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons"]
 
 CP_MIN_SEQ_LEN = 16384
 
@@ -338,9 +337,6 @@ SEARCH_RULES: tuple[Rule, ...] = (
          lambda j: ["sequence parallelism at tp 1"], "sequence parallelism only with tp > 1"),
 )
 RULES_BY_CODE: dict[int, Rule] = {r.code: r for r in RULES + SEARCH_RULES}
-#: design columns the rules read
-DESIGN_INPUTS = ("n_gpus", "global_batch", "n_heads", "n_kv_heads", "seq_len", "moe_experts", "n_layers", "stack",
-                 "pp_first_layers", "pp_last_layers", "scaleup_size")
 
 
 def broken_rules(job: Job, rules: tuple[Rule, ...] = RULES) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from objectives.base import Model
 from objectives.calibration import Calibration
-from objectives.divisibility import CP_MIN_SEQ_LEN, DESIGN_INPUTS, RULES, SEARCH_RULES, Job, Rule
+from objectives.divisibility import CP_MIN_SEQ_LEN, RULES, SEARCH_RULES, Job, Rule
 from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS,
                                  check_layout, prepare, run_models)
 from objectives.reasons import LOST_RULE, REASON_COLUMNS, infeasible_reason
@@ -92,7 +92,6 @@ def _stages() -> tuple[tuple[str, tuple[Rule, ...]], ...]:
 STAGES = _stages()
 #: the design columns the mapping-dependent modules read: only these are gathered into every candidate
 _CANDIDATE_INPUTS = frozenset().union(*(m.requires for m in MAPPING_MODELS)) - frozenset(MAPPING_COLUMNS)
-_DESIGN_COLUMNS = DESIGN_INPUTS
 
 
 class _Gathered(dict):
