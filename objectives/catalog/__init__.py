@@ -33,7 +33,7 @@ import yaml
 from objectives.table import CATEGORIES, InputError, factorize, is_constant
 
 __all__ = ["GPU_FIELDS", "MODEL_FIELDS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
-           "systems", "models", "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids",
+           "models", "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids",
            "operating_defaults", "natural_network", "expand"]
 
 HERE = Path(__file__).parent
@@ -101,13 +101,6 @@ def gpus() -> dict[str, dict[str, float]]:
         if np.isnan(row["gpu_attn_eff_fa3"]):
             row["gpu_attn_eff_fa3"] = row["gpu_attn_eff_fa2"]
     return out
-
-
-@functools.cache
-def systems() -> dict[str, str]:
-    """GPU id -> the system it is sold in (gpus.yaml ``system``: HGX 8-GPU server, NVL72 rack, ...)."""
-    raw = _load("gpus.yaml", "gpus")
-    return {gid: str(_value(spec["system"])) for gid, spec in raw.items()}
 
 
 @functools.cache
