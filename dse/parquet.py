@@ -9,10 +9,10 @@ which read back as written, and their ``dse.*`` metadata goes in the footer's ke
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["write_atomic", "fsync_dir"]
+__all__ = ["write_atomic", "write_atomic_row_groups", "fsync_dir"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -33,13 +33,22 @@ def write_atomic(path: Path, table, metadata: Mapping[str, str] | None = None, s
                  **options) -> None:
     """Write the pyarrow ``table`` to ``path`` atomically; ``options`` go to ``pyarrow.parquet.ParquetWriter``
     (``use_dictionary``, ``compression``, ...); ``sync_dir``: also make the rename durable."""
+    write_atomic_row_groups(path, table.schema, (table,), metadata, sync_dir, **options)
+
+
+def write_atomic_row_groups(path: Path, schema, tables: Iterable, metadata: Mapping[str, str] | None = None,
+                            sync_dir: bool = False, **options) -> None:
+    """Write each pyarrow table of ``tables`` (all of ``schema``) as the next row group of ``path``, atomically:
+    the file appears, complete, only after the last; an exception while ``tables`` is consumed leaves no file.
+    ``options`` as for :func:`write_atomic`."""
     import pyarrow.parquet as pq
 
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "wb") as f:
-            with pq.ParquetWriter(f, table.schema, store_schema=False, **options) as writer:
-                writer.write_table(table)
+            with pq.ParquetWriter(f, schema, store_schema=False, **options) as writer:
+                for table in tables:
+                    writer.write_table(table)  # a row group each (or several, past 1Mi rows)
                 if metadata:
                     writer.add_key_value_metadata(dict(metadata))
             f.flush()

@@ -9,7 +9,7 @@ categorical encoding factorizes it by object identity (:func:`objectives.table.f
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dse.errors import UserError
-from dse.parquet import write_atomic
+from dse.parquet import write_atomic, write_atomic_row_groups
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["read_table", "read_columns", "write_table", "to_columns", "describe_input_error"]
+__all__ = ["read_table", "read_columns", "write_table", "write_slices", "to_columns", "describe_input_error"]
 
 _PARQUET = (".parquet", ".pq")
 
@@ -126,13 +126,16 @@ def to_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
 _SAMPLE_CELLS = 4096
 
 
-def _arrow_column(values: np.ndarray, zeros: np.ndarray):
+def _arrow_column(values: np.ndarray):
     """(a column as Arrow, whether Parquet should dictionary-encode it).
 
     Numbers are zero-copy, a NaN stored as a blank (as pandas writes it); a constant (zero-stride) column
-    is a one-value dictionary over ``zeros`` (shared by all of them), text a dictionary of its distinct
-    objects. A number column whose sample of cells is mostly distinct is written plain: hashing it into a
-    dictionary that outgrows its page costs more than the column takes to write."""
+    is written out as a plain column of its value, which Parquet's dictionary encoder takes at about half
+    the cost of a one-value dictionary array; text becomes a dictionary of its distinct objects. A number
+    column whose sample of cells is mostly distinct is written plain: hashing it into a dictionary that
+    outgrows its page costs more than the column takes to write. The Arrow type depends on the column's
+    dtype alone (numbers and booleans plain, text a dictionary of strings), so that the slices of one
+    table share one schema."""
     import pyarrow as pa
 
     from dse.arrow import numbers_to_arrow, texts_to_arrow
@@ -143,8 +146,7 @@ def _arrow_column(values: np.ndarray, zeros: np.ndarray):
         if is_constant(values):
             if values.dtype.kind == "f" and np.isnan(values[0]):
                 return pa.nulls(len(values), pa.from_numpy_dtype(values.dtype)), True
-            return pa.DictionaryArray.from_arrays(numbers_to_arrow(zeros[:len(values)]),
-                                                  numbers_to_arrow(np.ascontiguousarray(values[:1]))), True
+            return numbers_to_arrow(np.full(len(values), values[0], dtype=values.dtype)), True
         values = np.ascontiguousarray(values)
         nan = values.dtype.kind == "f" and len(values) and np.isnan(np.min(values))
         array = numbers_to_arrow(values, np.isnan(values) if nan else None)
@@ -159,6 +161,32 @@ def _arrow_column(values: np.ndarray, zeros: np.ndarray):
     return pa.DictionaryArray.from_arrays(indices, texts_to_arrow(distinct)), True
 
 
+def _arrow_table(columns: Mapping[str, np.ndarray], names: Sequence[str], schema=None):
+    """(the columns ``names`` as a pyarrow table, the names Parquet should dictionary-encode); with
+    ``schema`` (an earlier slice's), each column in that slice's type (a blank column's nulls cast to it)."""
+    import pyarrow as pa
+
+    arrays, dictionary = [], []
+    for i, name in enumerate(names):
+        array, encode = _arrow_column(columns[name])
+        if schema is not None and array.type != schema.field(i).type:
+            array = array.cast(schema.field(i).type)
+        arrays.append(array)
+        if encode:
+            dictionary.append(name)
+    return pa.Table.from_arrays(arrays, names=list(names)) if schema is None \
+        else pa.Table.from_arrays(arrays, schema=schema), dictionary
+
+
+def _write_options(names: Sequence[str], dictionary: Sequence[str]) -> dict:
+    """ParquetWriter options: a dictionary-encoded column compressed with snappy, a plain number column not
+    (model outputs are mostly distinct doubles, which snappy barely shrinks), and no min/max statistics:
+    they serve to skip row groups, which no reader of a design table does by value."""
+    encoded = set(dictionary)
+    return {"use_dictionary": list(dictionary), "write_statistics": False,
+            "compression": {name: "snappy" if name in encoded else "none" for name in names}}
+
+
 def write_table(columns: Mapping[str, np.ndarray], path: str | Path, metadata: dict[str, str] | None = None,
                 names: Sequence[str] | None = None) -> None:
     """Write columns (``names`` of them, in that order; default all) to Parquet, or CSV by suffix,
@@ -166,13 +194,7 @@ def write_table(columns: Mapping[str, np.ndarray], path: str | Path, metadata: d
 
     Parquet is built from the numpy columns without a DataFrame copy (:func:`_arrow_column`); a column
     written from a dictionary reads back as its plain type (no Arrow schema is stored: every column is a
-    plain Parquet type), ``metadata`` goes in the file's key-value metadata. A plain number column is
-    not compressed (model outputs are mostly distinct doubles, which snappy barely shrinks), and no
-    min/max statistics are written: they serve to skip row groups, a table of up to a million rows is
-    one, and they took a quarter of the encoding time."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    plain Parquet type), ``metadata`` goes in the file's key-value metadata."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     names = list(columns) if names is None else list(names)
@@ -184,16 +206,29 @@ def write_table(columns: Mapping[str, np.ndarray], path: str | Path, metadata: d
         frame = pd.DataFrame({k: np.asarray(columns[k]) for k in names})
         atomic_write_bytes(p, frame.to_csv(index=False).encode())
         return
-    n = max((len(np.asarray(columns[k])) for k in names), default=0)
-    zeros = np.zeros(n, dtype=np.int8)
-    arrays, dictionary = {}, []
-    for name in names:
-        arrays[name], encode = _arrow_column(columns[name], zeros)
-        if encode:
-            dictionary.append(name)
-    table = pa.table(arrays)
-    compression = {name: "snappy" if name in dictionary else "none" for name in names}
-    write_atomic(p, table, metadata, use_dictionary=dictionary, compression=compression, write_statistics=False)
+    table, dictionary = _arrow_table(columns, names)
+    write_atomic(p, table, metadata, **_write_options(names, dictionary))
+
+
+def write_slices(slices: Iterable[Mapping[str, np.ndarray]], path: str | Path, metadata: dict[str, str] | None = None,
+                 names: Sequence[str] | None = None) -> None:
+    """Write a table that arrives in slices of rows (each a mapping of the same columns) to Parquet, one row
+    group per slice, atomically (as :func:`write_table`): a slice is converted and written before the next
+    is computed, so that no column of the whole table is ever held. The first slice sets the schema and
+    which columns are dictionary-encoded. An exception raised while the slices are produced leaves no file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    slices = iter(slices)
+    first = next(slices)
+    names = list(first) if names is None else list(names)
+    table, dictionary = _arrow_table(first, names)
+
+    def tables():
+        yield table
+        for columns in slices:
+            yield _arrow_table(columns, names, table.schema)[0]
+
+    write_atomic_row_groups(p, table.schema, tables(), metadata, **_write_options(names, dictionary))
 
 
 def describe_input_error(exc, path: str | Path) -> UserError:

@@ -4,21 +4,28 @@ Mapping columns that are absent, or blank in a row, are searched for that row (t
 by exhaustive vectorized search); rows with a complete mapping are evaluated as given, and a given
 mapping that cannot divide the cluster is a user error (exit 2). ``--columns a,b,c`` writes those
 columns alone, in that order (an input column only when named); an economics module that none of them
-needs is not run.
+needs is not run. A Parquet output is computed and written in slices of ``SLICE_ROWS`` rows, one row group
+each, so that memory stays bounded however long the table is.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 
 import numpy as np
 
 import objectives
 from dse.errors import UserError
-from dse.tables import describe_input_error, read_columns, write_table
+from dse.tables import describe_input_error, read_columns, write_slices, write_table
 from objectives.mapping import blank_cells
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "SLICE_ROWS"]
+
+#: rows evaluated and written at a time (one Parquet row group each): large enough that a slice's fixed
+#: costs (catalog expansion, one row group's column headers) are small against its rows, small enough
+#: that its outputs stay a few tens of megabytes
+SLICE_ROWS = 1 << 16
 
 
 def add_parser(sub) -> None:
@@ -72,14 +79,33 @@ def run(args) -> int:
     for name in objectives.MAPPING_COLUMNS:
         if name in ("tp", "pp", "micro_batch"):
             complete &= ~blank_cells(cols[name]) if name in cols else False
-    try:
-        out = objectives.search_mapping(cols, outputs=None if names is None else [*names, "feasible"],
-                                        check_rows=complete)
-    except objectives.InputError as exc:
-        raise describe_input_error(exc, args.input) from None
-    if names is not None:
-        _check_names(names, list(out))
-    write_table(out, args.out, metadata={"dse.units": repr(objectives.METRICS)}, names=names)
-    feasible = int(np.sum(out["feasible"]))
-    print(f"wrote {args.out}: {n} designs, {feasible} feasible, {len(names or out)} columns")
+    outputs = None if names is None else [*names, "feasible"]
+    feasible = 0
+
+    def evaluated(lo: int, hi: int) -> dict[str, np.ndarray]:
+        """The evaluation of rows lo..hi; an input error names its row in the whole table."""
+        nonlocal feasible
+        part = cols if (lo, hi) == (0, n) else {k: v[lo:hi] for k, v in cols.items()}
+        try:
+            out = objectives.search_mapping(part, outputs=outputs, check_rows=complete[lo:hi])
+        except objectives.InputError as exc:
+            if exc.row is not None:
+                exc.row += lo
+            raise describe_input_error(exc, args.input) from None
+        if names is not None:
+            _check_names(names, list(out))
+        feasible += int(np.sum(out["feasible"]))
+        return out
+
+    metadata = {"dse.units": repr(objectives.METRICS)}
+    if str(args.out).lower().endswith(".csv"):
+        out = evaluated(0, n)
+        write_table(out, args.out, metadata=metadata, names=names)
+        width = len(names or out)
+    else:
+        slices = (evaluated(lo, min(lo + SLICE_ROWS, n)) for lo in range(0, n, SLICE_ROWS))
+        first = next(slices)
+        width = len(names or first)
+        write_slices(itertools.chain((first,), slices), args.out, metadata=metadata, names=names)
+    print(f"wrote {args.out}: {n} designs, {feasible} feasible, {width} columns")
     return 0
