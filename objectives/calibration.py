@@ -13,7 +13,8 @@ Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, resu
   launch, synchronisation, small ops the roofline does not see); the backward costs twice this.
 - ``attn_kernel_scale[stack]``: the stack's attention kernels relative to the benchmarked kernel of their
   class (its version, head-dimension and masking paths, the work around the kernel: rotary, layouts); for
-  unfused attention, its batched QK^T and AV GEMMs relative to the narrow-GEMM estimate (d_head inner).
+  unfused attention, its batched QK^T and AV GEMMs (inner width d_head, their scores through HBM counted
+  apart) relative to the large-GEMM rate.
 - ``moe_expert_overhead_s``: fixed time per *local* expert (``moe_experts / ep`` on a GPU) per MoE layer per
   micro-batch per pass: the grouped expert MLP issues one GEMM, and in fp8 one input cast, per local expert
   (Transformer Engine ``GroupedLinear``, whose grouped GEMM loops over the experts' GEMMs on the host), so the
@@ -22,8 +23,10 @@ Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, resu
 - ``ep_comm_exposed``: fraction of the expert all-to-all not hidden where the stack overlaps it.
 - ``tp_comm_exposed``: fraction of tensor-parallel communication not hidden behind GEMMs by Megatron-Core's
   TP-comm overlap (stacks without it expose all of it).
-- ``gemm_n_half``: GEMM width at which a GEMM runs at half its large-GEMM rate; narrow GEMMs (small
-  d_model, many-way tp, small experts) fill fewer tiles and waves: rate x d / (d + gemm_n_half).
+- ``gemm_n_half``: GEMM width at which a GEMM runs at half its large-GEMM rate; small GEMMs fill fewer
+  tiles and waves: rate x d / (d + gemm_n_half), once for the narrowest width of the weight (small d_model,
+  many-way tp, small experts) and once for its rows (the micro-batch's tokens; for an expert, the tokens
+  routed to it).
 
 Factors the fit drives to a bound of their box (``objectives/fit.py`` BOX), and why the box stays:
 
@@ -33,7 +36,7 @@ Factors the fit drives to a bound of their box (``objectives/fit.py`` BOX), and 
   Megatron-Core fp8 recipes, the amax reductions and scaling-factor updates of current scaling and the
   catalog's estimated fp8 GEMM efficiencies; for llm-foundry, PyTorch eager dispatch and FSDP's per-layer
   hooks). The box is not widened, so that this stand-in stays bounded; it marks where the model is thinnest.
-- ``kernel_overhead_s`` of ``megatron-2021`` at the lower bound, 1e-6 s: launches are asynchronous and the
+- ``kernel_overhead_s`` of ``megatron-2021`` at (within 1e-6 s of) the lower bound, 1e-6 s: launches are asynchronous and the
   2021 runs' layers (GPT-3 class, h >= 1,536, micro-batches of 2,048 tokens) have kernels long enough to
   hide them all; a physical zero.
 - A fixed cost per MoE layer (router top-k, the token-count synchronisation of dropless routing) fitted to

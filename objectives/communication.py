@@ -40,7 +40,7 @@ Volumes (16-bit activations; gradients in the stack's precision):
   layer i+1 behind layer i's forward; in the backward the gather of layer i-1 and the reduce-scatter of
   layer i+1 behind layer i's, Megatron-FSDP runtime_schedule.md): a layer's excess over its window is
   exposed, the first gather and the last reduce-scatter of a pass are exposed whole, each pays one ring
-  latency, and the hidden part slows the GEMMs under it by the share of SMs the NCCL kernels take.
+  latency, and the hidden part slows the compute under it by OVERLAP_SLOWDOWN of its duration (Lee et al. 2025).
   Stacks without overlap (Megatron-LM 2021) expose all of it, one collective after the backward.
 Groups are placed tp innermost, then cp, then dp (ep inside dp x cp), pp outermost.
 """
@@ -59,11 +59,12 @@ __all__ = ["Communication", "tiers_of"]
 
 ACT_BYTES = 2.0  # 16-bit activations on the wire
 WEIGHT_BYTES = 2.0  # 16-bit weights gathered (ZeRO-1..3)
-#: share of the GPU's SMs one NCCL collective occupies while it runs: 16 SMs, the low end of the 16-32
-#: that Megatron-FSDP's docs give for FSDP collectives (megatron_fsdp.md, SHARP), of an H100's 132; the
-#: GEMMs it overlaps run that much slower (A100: 108 SMs, B200: 148, the same within a few points); its HBM
-#: traffic, a few bytes per byte on the wire at ~50 GB/s per NIC against 2-8 TB/s of HBM, is left out
-NCCL_SM_SHARE = 16.0 / 132.0
+#: share of its own duration that a collective running beside compute costs that compute: 18.9%, the mean
+#: slowdown of compute overlapped with communication that Lee et al. measured on A100 and H100 (GPT and
+#: Llama training, 2025, arXiv 2507.03114, abstract and Sec. 5; up to 40%). It is more than the NCCL
+#: kernels' SMs (16 of an H100's 132, the low end of the 16-32 Megatron-FSDP's docs give: 12%): the
+#: collective also contends for HBM and L2, and a GEMM that lost SMs runs a tail wave
+OVERLAP_SLOWDOWN = 0.189
 _TP_OVERLAP = trait("tp_overlap")
 _DP_OVERLAP = trait("dp_overlap")
 _EP_OVERLAP = trait("ep_overlap")
@@ -200,19 +201,19 @@ class Communication(Model):
         # per layer, behind the neighbouring layer's compute: the gather of layer i+1 behind layer i's
         # forward, the reduce-scatter of layer i behind layer i-1's backward (Megatron-FSDP runtime_schedule.md);
         # the first gather and the last reduce-scatter of a pass have nothing to hide behind; what is hidden
-        # slows the GEMMs it overlaps by the SMs the NCCL kernels take (NCCL_SM_SHARE)
+        # slows the compute it overlaps by OVERLAP_SLOWDOWN of its duration
         r, a = rs_bw / layers + lat, ag_bw / layers + lat
         f, b = c["time_layer_fwd_s"], c["time_layer_bwd_s"]
 
         def behind(comm, window):
             """Exposed time of ``layers`` per-layer collectives of ``comm`` s, all but the edge one behind a
             layer's ``window`` s of compute."""
-            return comm + (layers - 1.0) * (np.maximum(comm - window, 0.0) + NCCL_SM_SHARE * np.minimum(comm, window))
+            return comm + (layers - 1.0) * (np.maximum(comm - window, 0.0) + OVERLAP_SLOWDOWN * np.minimum(comm, window))
 
         rs_step, ag_step = behind(r, b), behind(a, f)  # once per step: after the last backward, in the first forward
         # ZeRO-3 per micro-batch: gathers in the forward; in the backward the gather of layer i-1 and the
         # reduce-scatter of layer i+1 share layer i's backward (the last layer stays gathered from the forward)
-        zero3_mb = ag_step + r + (layers - 1.0) * (np.maximum(a + r - b, 0.0) + NCCL_SM_SHARE * np.minimum(a + r, b))
+        zero3_mb = ag_step + r + (layers - 1.0) * (np.maximum(a + r - b, 0.0) + OVERLAP_SLOWDOWN * np.minimum(a + r, b))
         hidden = np.select([z >= 3, z >= 2, z >= 1], [m * zero3_mb, m * rs_step + z2_gathers * ag_step, rs_step + ag_step],
                            behind(2.0 * r, b))  # ZeRO-0: a gradient all-reduce, bucket by bucket
         dp_exposed = np.where(overlaps, hidden, dp_total)

@@ -7,7 +7,11 @@
   measured flash-attention efficiency for the stack's kernel class (FlashAttention-2, or FA3 / cuDNN;
   Dao 2023, Shah et al. 2024), and its backward costs 2.5x the forward (five matmuls against two);
   unfused attention does all of it as narrow batched GEMMs and streams the scores through HBM.
-- Narrow GEMMs run below the large-GEMM rate: x d / (d + gemm_n_half) for the narrowest width d.
+- Small GEMMs run below the large-GEMM rate: x d / (d + gemm_n_half) for the narrowest width d of the
+  weight, and again for the rows (the micro-batch's tokens; an expert's GEMM, the tokens routed to it):
+  fewer output tiles fill fewer waves of the GPU's SMs. The projections (QKV, output) and the MLP each
+  have their own widths. The batched QK^T and AV GEMMs of unfused attention run at the large-GEMM rate on
+  rows of s (x the stack's ``attn_kernel_scale``), their scores' HBM traffic counted apart.
 - Element-wise work (norms, residual adds fused with bias and dropout, activation functions, rotary on q
   and k, the cross-entropy over fp32 logits) is bound by HBM bandwidth; sequence parallelism splits the
   h-wide part over tp ranks (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
@@ -57,6 +61,11 @@ _ATTN_BWD = np.where(_ATTN_KERNEL > 0, 2.5, 2.0)  # backward / forward of the at
 _F_BYTES = (ELEMENTWISE_BYTES_PER_TOKEN["f_gelu"], ELEMENTWISE_BYTES_PER_TOKEN["f_swiglu"])  # by ffn_kind
 
 
+def _fill(width: np.ndarray, n_half: float) -> np.ndarray:
+    """Share of the large-GEMM rate a GEMM dimension of ``width`` leaves: width / (width + n_half)."""
+    return width / (width + n_half)
+
+
 class ComputeTime(Model):
     requires = (
         "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
@@ -102,14 +111,19 @@ class ComputeTime(Model):
 
         # linear layers: FLOPs of the active parameters; bytes = weights this GPU holds and streams once
         # plus every GEMM's activation input and output (16-bit)
-        # narrow GEMMs fill fewer tiles and waves: rate x d / (d + n_half) on the narrowest width
-        narrow = np.minimum(np.minimum(h, q / t), c["d_ff"] / t)
-        gemm_rate = gemm_rate * narrow / (narrow + cal.gemm_n_half)
-        flops_mm = 2.0 * tokens * (c["params_attn_layer"] + c["params_ffn_active_layer"]) / t
+        # small GEMMs fill fewer tiles and waves: rate x d / (d + n_half) on the narrowest width of the
+        # weight (N, K) and again on the rows (M: the tokens of the micro-batch, or those one expert gets)
+        n_half = cal.gemm_n_half
+        rows_expert = np.where(moe, tokens * active * c["ep"] / np.maximum(c["moe_experts"], 1.0), tokens)
+        proj_rate = gemm_rate * _fill(np.minimum(h, q / t), n_half) * _fill(tokens, n_half)
+        ffn_rate = gemm_rate * _fill(np.minimum(h, c["d_ff"] / t), n_half) * _fill(rows_expert, n_half)
+        flops_proj_mm = 2.0 * tokens * c["params_attn_layer"] / t  # QKV and output projections
+        flops_ffn_mm = 2.0 * tokens * c["params_ffn_active_layer"] / t
         weights_local = c["params_attn_layer"] + c["params_ffn_layer"] / np.where(moe, c["ep"] * c["etp"] / t, 1.0)
         act_io = 2.0 * tokens * (two_h + 2.0 * q + 2.0 * kv + active * (two_h + n_mats * c["d_ff"]))
         bytes_mm = (bpe * weights_local + act_io) / t
-        t_mm = np.maximum(flops_mm / gemm_rate, bytes_mm / hbm)
+        t_mm = np.maximum(flops_proj_mm / proj_rate + flops_ffn_mm / ffn_rate, bytes_mm / hbm)
+        gemm_rate = (flops_proj_mm + flops_ffn_mm) / (flops_proj_mm / proj_rate + flops_ffn_mm / ffn_rate)  # their mean rate
 
         # attention core. Flash attention (fused) skips the masked half (Dao 2023) and keeps the scores on
         # chip, at the GPU's measured flash-attention efficiency for the stack's kernel class, rolling off
@@ -125,7 +139,7 @@ class ComputeTime(Model):
         if fused.all():  # every row's stack runs flash attention
             t_attn = flops_attn / flash_rate
         else:
-            unfused_rate = bf16_gemm * c["d_head"] / (c["d_head"] + cal.gemm_n_half) * lookup(cal.attn_kernel_scale, stack)
+            unfused_rate = bf16_gemm * _fill(c["seq_len"], n_half) * lookup(cal.attn_kernel_scale, stack)
             attn_rate = np.where(fused, flash_rate, unfused_rate)
             scores_bytes = np.where(fused, 0.0, UNFUSED_SCORE_BYTES * tokens * c["seq_len"] * c["n_heads"] / t)
             t_attn = flops_attn / attn_rate + scores_bytes / hbm
@@ -168,13 +182,13 @@ class ComputeTime(Model):
         # (read/write logits, 3 passes)
         v_local = c["vocab_size"] / t
         narrow_v = np.minimum(h, v_local)
-        logits_rate = bf16_gemm * narrow_v / (narrow_v + cal.gemm_n_half)
+        logits_rate = bf16_gemm * _fill(narrow_v, n_half) * _fill(tokens, n_half)
         t_logits = 3.0 * np.maximum(2.0 * tokens * h * v_local / logits_rate, 2.0 * h * v_local / hbm) \
             + 3.0 * 8.0 * tokens * v_local / hbm
 
         # the column-parallel GEMMs whose backward collectives can hide behind them (objectives.communication)
-        t_qkv = 2.0 * tokens * h * (q + 2.0 * kv) / t / gemm_rate
-        t_fc1 = 2.0 * tokens * h * (n_mats - 1.0) * c["d_ff"] * active / t / gemm_rate
+        t_qkv = 2.0 * tokens * h * (q + 2.0 * kv) / t / proj_rate
+        t_fc1 = 2.0 * tokens * h * (n_mats - 1.0) * c["d_ff"] * active / t / ffn_rate
 
         return {
             "gemm_flops_per_s": gemm_rate,

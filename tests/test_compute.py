@@ -32,9 +32,10 @@ def test_selective_recompute_reruns_the_unfused_attention_core():
 def test_output_layer_runs_in_bf16_in_fp8_recipes():
     """Megatron-Core's output layer is a plain ColumnParallelLinear outside TE's fp8 autocast. Llama-3-8B,
     tp 1, 8,192 tokens on an H100: 3 passes of 2 x 8,192 x 4,096 x 128,256 = 8.607e12 FLOP each at the bf16
-    GEMM rate 989e12 x 0.802 x 4,096 / (4,096 + gemm_n_half), plus 3 passes of 8 bytes per fp32 logit,
+    GEMM rate 989e12 x 0.802 x 4,096 / (4,096 + gemm_n_half) (the narrower weight width, h) x 8,192 / (8,192 +
+    gemm_n_half) (its rows, the micro-batch's tokens), plus 3 passes of 8 bytes per fp32 logit,
     24 x 8,192 x 128,256 / 3.35e12 s: the same in an fp8 and a bf16 run (it used the fp8 rate)."""
-    rate = 989e12 * 0.802 * 4096 / (4096 + CAL.gemm_n_half)
+    rate = 989e12 * 0.802 * 4096 / (4096 + CAL.gemm_n_half) * 8192 / (8192 + CAL.gemm_n_half)
     expected = 3 * 2 * 8192 * 4096 * 128256 / rate + 24 * 8192 * 128256 / 3.35e12
     row = dict(model="llama3-8b", n_gpus=8, global_batch=8, seq_len=8192, tp=1, pp=1, recompute="selective")
     for precision in ("bf16", "fp8"):
