@@ -64,7 +64,7 @@ class ComputeTime(Model):
         "params_ffn_active_layer", "layers_per_stage", "layers_last_stage", "etp", "precision", "tp", "pp", "cp", "ep",
         "micro_batch", "recompute", "dropout",
         "sequence_parallel", "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops", "gpu_gemm_eff_bf16",
-        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbps", "stack",
+        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbyte_s", "stack",
     )
     provides = {
         "gemm_flops_per_s": "FLOP/s; achievable GEMM rate at the run's precision (peak x measured efficiency)",
@@ -87,7 +87,7 @@ class ComputeTime(Model):
         bf16_rate = c["gpu_bf16_tflops"] * 1e12
         bf16_gemm = bf16_rate * c["gpu_gemm_eff_bf16"]
         gemm_rate = np.where(unsupported, bf16_gemm, peak * eff)
-        hbm = c["gpu_hbm_tbps"] * 1e12
+        hbm = c["gpu_hbm_tbyte_s"] * 1e12
         bpe = lookup(BYTES_PER_ELEMENT, prec)
 
         t, h = c["tp"], c["d_model"]

@@ -33,7 +33,7 @@ class StepTime(Model):
     requires = (
         "n_gpus", "seq_len", "global_batch", "train_tokens", "tp", "pp", "vp", "dp", "cp", "ep", "etp", "zero_stage",
         "n_microbatches", "params_per_gpu", "params_expert_per_gpu", "model_flops_per_token",
-        "model_flops_per_token_full_attn", "gpu_hbm_tbps", "peak_flops_per_s",
+        "model_flops_per_token_full_attn", "gpu_hbm_tbyte_s", "peak_flops_per_s",
         "time_compute_mb_s", "time_tp_comm_mb_s", "time_cp_comm_mb_s", "time_ep_comm_mb_s",
         "time_pp_comm_mb_s", "time_dp_comm_exposed_s", "con_memory", "con_layout", "con_precision",
     )
@@ -68,7 +68,7 @@ class StepTime(Model):
         expert_shard = dense_shard * c["tp"] / (c["ep"] * c["etp"])
         updated = np.where(c["zero_stage"] >= 1, (c["params_per_gpu"] - expert) / dense_shard + expert / expert_shard,
                            c["params_per_gpu"])
-        optimizer = ADAM_BYTES_PER_PARAM * updated / (c["gpu_hbm_tbps"] * 1e12)
+        optimizer = ADAM_BYTES_PER_PARAM * updated / (c["gpu_hbm_tbyte_s"] * 1e12)
         bubble = t_mb * (np.maximum(c["pp"] - m, 0.0) + (np.minimum(m, c["pp"]) - 1.0) / c["vp"])
         pp_comm = m * c["time_pp_comm_mb_s"]
         step = m * t_mb + bubble + pp_comm + c["time_dp_comm_exposed_s"] + optimizer

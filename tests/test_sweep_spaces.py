@@ -59,7 +59,7 @@ def brute_front(frame: pd.DataFrame, objectives: dict[str, str], design: list[st
 def test_small_space_exhaustive_front_equals_brute_force(tmp_path):
     raw = yaml.safe_load((ROOT / "spaces" / "small.yaml").read_text())
     raw["cluster"].update(gpu=["h100-sxm", "b200"], n_gpus={"min": 64, "max": 512, "scale": "pow2"},
-                          gpu_hbm_tbps={"min": 3.0, "max": 8.0, "step": 2.5}, nic_gbps=[25, 50])
+                          gpu_hbm_tbyte_s={"min": 3.0, "max": 8.0, "step": 2.5}, nic_gbyte_s=[25, 50])
     spec = parse_spec(raw, source="spaces/small.yaml (narrowed)")
     space = Space(spec)
     assert space.grid_size() == 2 * 4 * 2 * 3 * 2
