@@ -66,7 +66,7 @@ DEFAULTS: dict[str, float] = {
 REQUIRED: dict[str, float] = {
     "n_gpus": 1, "global_batch": 1, "tp": 1, "pp": 1, "micro_batch": 1,
     "n_layers": 1, "d_model": 1, "n_heads": 1, "d_ff": 1, "vocab_size": 1, "seq_len": 1,
-    "gpu_bf16_tflops": 0, "gpu_gemm_eff_bf16": 0, "gpu_hbm_gb": 0, "gpu_hbm_tbyte_s": 0,
+    "gpu_bf16_tflop_s": 0, "gpu_gemm_eff_bf16": 0, "gpu_hbm_gb": 0, "gpu_hbm_tbyte_s": 0,
     "scaleup_size": 1, "scaleup_gbyte_s": 0, "nic_gbyte_s": 0,
 }
 INTEGER_COLUMNS = ("n_gpus", "global_batch", "tp", "pp", "cp", "ep", "vp", "micro_batch", "zero_stage",

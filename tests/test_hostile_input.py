@@ -47,7 +47,7 @@ BASE_SPACE = {
 
 #: model and catalog columns a space or a table may override (each goes into the model's arithmetic)
 MODEL_COLUMNS = ["n_heads", "n_kv_heads", "d_model", "n_layers", "d_ff", "vocab_size", "seq_len", "global_batch",
-                 "n_gpus", "train_tokens", "gpu_hbm_gb", "gpu_hbm_tbyte_s", "gpu_bf16_tflops", "nic_gbyte_s",
+                 "n_gpus", "train_tokens", "gpu_hbm_gb", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s", "nic_gbyte_s",
                  "scaleup_size", "scaleup_gbyte_s", "moe_experts", "moe_topk", "d_head", "gpu_tdp_w",
                  "ckpt_every_s", "dataset_tb", "oversubscription", "tp", "pp", "micro_batch", "zero_stage", "vp",
                  "cp", "ep", "dropout", "cloud_usd_per_gpu_hr"]

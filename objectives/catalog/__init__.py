@@ -39,7 +39,7 @@ __all__ = ["GPU_FIELDS", "MODEL_FIELDS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DE
 HERE = Path(__file__).parent
 
 GPU_FIELDS = (
-    "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops",
+    "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
     "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3",
     "gpu_hbm_gb", "gpu_hbm_tbyte_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "nic_usd",
     "gpu_tdp_w",
