@@ -12,7 +12,7 @@ constraints and the search settings::
     cluster:                             # any design-table column: a list, a range or a fixed value
       gpu: [a100-sxm-80gb, h100-sxm]     #   a list of choices (catalog ids are checked)
       n_gpus: {min: 1024, max: 16384, scale: pow2}   # a range: scale linear|log|pow2, optional step, type
-      gpu_hbm_tbps: {min: 3.35, max: 8.0}            # a catalog field: a what-if override
+      gpu_hbm_tbyte_s: {min: 3.35, max: 8.0}         # a catalog field: a what-if override
       network: ib-ndr-400                # a fixed value
     mapping: auto                        # or {tp: [1, 2, 4, 8], recompute: [selective]} (restricted lists)
     objectives:                          # one to three metric columns
