@@ -64,7 +64,7 @@ def fixed_table(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     dp = rng.choice([8.0, 16.0, 32.0, 64.0, 128.0], n)
     ep = np.where(experts > 0, rng.choice([1.0, 2.0, 4.0, 8.0], n), 1.0)
     mb = rng.choice([1.0, 2.0], n)
-    has_fp8 = np.isfinite(np.array([gpus[g]["gpu_fp8_tflops"] for g in GPUS]))[gpu]
+    has_fp8 = np.isfinite(np.array([gpus[g]["gpu_fp8_tflop_s"] for g in GPUS]))[gpu]
     precision = np.where(has_fp8 & (rng.random(n) < 0.5), "fp8", "bf16").astype(object)
     return {
         "model": np.array(MODELS, dtype=object)[model],

@@ -41,8 +41,8 @@ STAGES = ["ask", "table", "score", "tell", "record", "send", "write", "progress"
 def toy_model(table):
     """A trivial vectorized model with the real output's shape: measures the engine alone."""
     n = max(len(v) for v in table.values() if np.ndim(v) > 0)
-    hbm = np.asarray(table["gpu_hbm_tbps"], dtype=np.float64)
-    nic = np.asarray(table["nic_gbps"], dtype=np.float64)
+    hbm = np.asarray(table["gpu_hbm_tbyte_s"], dtype=np.float64)
+    nic = np.asarray(table["nic_gbyte_s"], dtype=np.float64)
     n_gpus = np.asarray(table["n_gpus"], dtype=np.float64)
     days = 1e4 / (n_gpus * hbm ** 0.3 * nic ** 0.1)
     out = {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in table.items()}
@@ -169,8 +169,8 @@ def bench_space(trials: int, batch: int) -> dict:
     raw = yaml.safe_load((ROOT / "spaces" / "default.yaml").read_text())
     raw = copy.deepcopy(raw)
     raw["name"] = "throughput"
-    raw["cluster"]["gpu_hbm_tbps"] = {"min": 3.0, "max": 8.0}
-    raw["cluster"]["nic_gbps"] = {"min": 12.5, "max": 100.0}
+    raw["cluster"]["gpu_hbm_tbyte_s"] = {"min": 3.0, "max": 8.0}
+    raw["cluster"]["nic_gbyte_s"] = {"min": 12.5, "max": 100.0}
     raw["search"].update(trials=trials, batch_size=batch, sampler="nsga2", seed=0)
     return raw
 

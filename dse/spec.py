@@ -12,7 +12,7 @@ constraints and the search settings::
     cluster:                             # any design-table column: a list, a range or a fixed value
       gpu: [a100-sxm-80gb, h100-sxm]     #   a list of choices (catalog ids are checked)
       n_gpus: {min: 1024, max: 16384, scale: pow2}   # a range: scale linear|log|pow2, optional step, type
-      gpu_hbm_tbps: {min: 3.35, max: 8.0}            # a catalog field: a what-if override
+      gpu_hbm_tbyte_s: {min: 3.35, max: 8.0}         # a catalog field: a what-if override
       network: ib-ndr-400                # a fixed value
     mapping: auto                        # or {tp: [1, 2, 4, 8], recompute: [selective]} (restricted lists)
     objectives:                          # one to three metric columns
@@ -92,6 +92,8 @@ class Vocabulary:
     integer_columns: frozenset[str] = frozenset()
     #: column -> {id taken out of the catalog: what to use instead}
     removed_ids: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: column renamed for its unit -> what to say ("was renamed 'nic_gbyte_s' (GB/s)")
+    renamed_columns: Mapping[str, str] = field(default_factory=dict)
     required: tuple[str, ...] = ("gpu", "n_gpus", "global_batch")
 
     def is_text(self, column: str) -> bool:
@@ -103,6 +105,7 @@ class Vocabulary:
         """The vocabulary of the installed ``objectives`` package (called once per :func:`load_spec`)."""
         import objectives
         from objectives import catalog, pipeline
+        from objectives.renamed import renamed_note
         from objectives.table import CATEGORIES
 
         inputs = getattr(objectives, "INPUT_COLUMNS", None)
@@ -125,6 +128,7 @@ class Vocabulary:
             labels={k: tuple(v) for k, v in CATEGORIES.items()},
             integer_columns=frozenset(getattr(pipeline, "INTEGER_COLUMNS", ())) | {"zero_stage", "sequence_parallel"},
             removed_ids=dict(getattr(catalog, "REMOVED", {})),
+            renamed_columns={old: renamed_note(old) for old in objectives.RENAMED_COLUMNS},
         )
 
 
@@ -307,6 +311,8 @@ class _Checker:
         vocab = self.vocab
         if name in vocab.input_columns or (metrics_too and name in vocab.metrics):
             return
+        if name in vocab.renamed_columns:
+            self.fail(path, f"'{name}' {vocab.renamed_columns[name]}")
         if name in vocab.metrics:
             self.fail(path, f"'{name}' is a metric (an output of the model), not an input column")
         self.fail(path, f"unknown column '{name}'; valid: {_short_list(sorted(vocab.input_columns))}")
@@ -534,6 +540,8 @@ def _parse_objectives(ck: _Checker, raw) -> list[Objective]:
             metric, direction = item, "min"
         else:
             ck.fail(path, "must be {metric: NAME, direction: min|max} or NAME: min|max")
+        if isinstance(metric, str) and metric in ck.vocab.renamed_columns:
+            ck.fail(f"{path}.metric", f"'{metric}' {ck.vocab.renamed_columns[metric]}")
         if not isinstance(metric, str) or metric not in ck.vocab.metrics:
             ck.fail(f"{path}.metric", f"'{metric}' is not a metric column; valid: {_short_list(sorted(_objective_metrics(ck.vocab)))}")
         if direction not in ("min", "max"):

@@ -7,13 +7,15 @@ Public API (the engine uses only these; see docs/model-contract.md):
 - :func:`search_mapping` — the best feasible mapping of each design, found by exhaustive vectorized search;
 - :data:`METRICS` — every output column with its unit; :data:`MAPPING_COLUMNS`;
 - :data:`MODELS` — every model module, in data-flow order; :data:`TRAINING_MODELS` — those up to the step time;
-- :data:`INPUT_COLUMNS` — every column a design table may set;
+- :data:`INPUT_COLUMNS` — every column a design table may set; :data:`RENAMED_COLUMNS` — old column name ->
+  new one (a table or space giving an old name is an error naming the new one);
 - :class:`InputError` — bad user input, naming the row and column.
 """
 
 from objectives import catalog as _catalog
 from objectives.mapping import DEFAULT_CHOICES, search_mapping
 from objectives.pipeline import DEFAULTS, MAPPING_COLUMNS, MODELS, REQUIRED, TRAINING_MODELS, evaluate, metrics
+from objectives.renamed import RENAMED_COLUMNS
 from objectives.table import CATEGORIES, InputError
 
 __version__ = "0.1.0"
@@ -28,5 +30,5 @@ INPUT_COLUMNS: frozenset[str] = frozenset(
     | {"model", "gpu", "network", "storage", "n_gpus", "global_batch", "train_tokens", "d_head"}
 )
 
-__all__ = ["evaluate", "search_mapping", "METRICS", "INPUT_COLUMNS", "MAPPING_COLUMNS", "MODELS", "TRAINING_MODELS",
-           "DEFAULT_CHOICES", "InputError", "__version__"]
+__all__ = ["evaluate", "search_mapping", "METRICS", "INPUT_COLUMNS", "RENAMED_COLUMNS", "MAPPING_COLUMNS", "MODELS",
+           "TRAINING_MODELS", "DEFAULT_CHOICES", "InputError", "__version__"]

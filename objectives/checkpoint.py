@@ -6,12 +6,12 @@ are not saved. Llama-3.1 405B: 405.85e9 x 14 = 5.68 TB (hardware-catalog: "405B 
 
 Write and read time: every GPU writes its shard at once (Megatron-Core distributed checkpointing, PyTorch
 DCP), so the checkpoint moves at the lesser of the file system's aggregate bandwidth (units x per-unit
-bandwidth) and the nodes' (n_gpus x ``storage_link_gbps``, GPUDirect Storage 40 GB/s per DGX H100, S45).
+bandwidth) and the nodes' (n_gpus x ``storage_link_gbyte_s``, GPUDirect Storage 40 GB/s per DGX H100, S45).
 
 Stall: synchronous checkpointing (``ckpt_mode: sync``, Megatron's default) stalls training for the whole
 write ("minute-level stalls", ByteCheckpoint S60). Asynchronous checkpointing stalls for a fixed
 ``ckpt_async_fixed_s`` (planning, barrier and staging setup; PyTorch DCP async save, X16) plus the copy of
-each GPU's shard to host memory (``ckpt_host_copy_gbps``); the write then runs in the background and the
+each GPU's shard to host memory (``ckpt_host_copy_gbyte_s``); the write then runs in the background and the
 checkpoint is durable ``ckpt_lag_s`` later (MegaScale, Nebula, NeMo, PyTorch DCP async save; S56).
 
 Interval (S100): Young (1974) T = sqrt(2 delta M); Daly (2006)
@@ -33,7 +33,7 @@ units to hold ``ckpt_keep`` checkpoints plus the tokenized dataset (``train_toke
 vocabularies under 65,500, else 4: Megatron-Core's indexed dataset, X15) AND to write a checkpoint within a
 third of its interval (``ckpt_write_budget_s``: the Young/Daly or fixed interval / 3; for sync, where the
 write is the stall, :func:`sync_write_limit_s`), but no more bandwidth than the nodes can push (n_gpus x
-``storage_link_gbps``); ``storage_units_min`` raises the count (more units buy bandwidth, a shorter sync
+``storage_link_gbyte_s``); ``storage_units_min`` raises the count (more units buy bandwidth, a shorter sync
 stall). Where even the nodes' bandwidth is too slow, the interval stretches to 3 writes and goodput pays
 (objectives.reliability).
 """
@@ -86,8 +86,8 @@ def sync_write_limit_s(mtbf_s, ratio=INTERVAL_OVER_WRITE):
 class Checkpoint(Model):
     requires = (
         "n_gpus", "n_params", "vocab_size", "train_tokens", "dataset_tb", "ckpt_bytes_per_param", "ckpt_keep",
-        "ckpt_mode", "ckpt_every_s", "ckpt_async_fixed_s", "ckpt_host_copy_gbps", "storage_link_gbps",
-        "storage_units_min", "storage_unit_tb", "storage_unit_read_gbps", "storage_unit_write_gbps",
+        "ckpt_mode", "ckpt_every_s", "ckpt_async_fixed_s", "ckpt_host_copy_gbyte_s", "storage_link_gbyte_s",
+        "storage_units_min", "storage_unit_tb", "storage_unit_read_gbyte_s", "storage_unit_write_gbyte_s",
         "storage_unit_usd", "storage_unit_w", "gpu_mtbi_h", "step_time_s",
     )
     provides = {
@@ -95,11 +95,11 @@ class Checkpoint(Model):
         "storage_dataset_tb": "TB; tokenized training data on the file system (0 without train_tokens)",
         "storage_need_tb": "TB; checkpoints kept plus the dataset",
         "ckpt_write_budget_s": "s; longest write the interval allows: a third of the Young/Daly or fixed interval",
-        "storage_write_need_gbps": "GB/s; write bandwidth that budget asks for (ckpt_size_gb / ckpt_write_budget_s)",
+        "storage_write_need_gbyte_s": "GB/s; write bandwidth that budget asks for (ckpt_size_gb / ckpt_write_budget_s)",
         "storage_units": "count; file-system building blocks: for capacity and the write budget, at least storage_units_min",
         "storage_capacity_tb": "TB; usable capacity installed",
-        "storage_write_gbps": "GB/s; checkpoint write bandwidth, storage or nodes, whichever is less",
-        "storage_read_gbps": "GB/s; checkpoint read bandwidth, storage or nodes, whichever is less",
+        "storage_write_gbyte_s": "GB/s; checkpoint write bandwidth, storage or nodes, whichever is less",
+        "storage_read_gbyte_s": "GB/s; checkpoint read bandwidth, storage or nodes, whichever is less",
         "ckpt_write_s": "s; writing one checkpoint to the file system",
         "ckpt_read_s": "s; reading one checkpoint back on restart",
         "ckpt_stall_s": "s; training stalled per checkpoint (the write if sync; setup and GPU-to-host copy if async)",
@@ -118,20 +118,20 @@ class Checkpoint(Model):
         need = c["ckpt_keep"] * size_gb / 1e3 + dataset
         mtbf_s = c["gpu_mtbi_h"] * SECONDS_PER_HOUR / n  # the job's, as objectives.reliability
         asynchronous = c["ckpt_mode"] == 1
-        stall_async = c["ckpt_async_fixed_s"] + size_gb / n / c["ckpt_host_copy_gbps"]
+        stall_async = c["ckpt_async_fixed_s"] + size_gb / n / c["ckpt_host_copy_gbyte_s"]
         fixed = c["ckpt_every_s"]
         budget = np.where(np.isnan(fixed),
                           np.where(asynchronous, daly_interval_s(stall_async, mtbf_s) / INTERVAL_OVER_WRITE,
                                    sync_write_limit_s(mtbf_s)),
                           fixed / INTERVAL_OVER_WRITE)
-        want_gbps = size_gb / budget
-        links = n * c["storage_link_gbps"]  # the nodes' own bandwidth to storage: more units buy nothing
-        for_bandwidth = np.ceil(np.minimum(want_gbps, links) / c["storage_unit_write_gbps"])
+        want_gbyte_s = size_gb / budget
+        links = n * c["storage_link_gbyte_s"]  # the nodes' own bandwidth to storage: more units buy nothing
+        for_bandwidth = np.ceil(np.minimum(want_gbyte_s, links) / c["storage_unit_write_gbyte_s"])
         for_capacity = np.ceil(need / c["storage_unit_tb"])
         floor = np.fmax(c["storage_units_min"], 1.0)  # a blank (NaN) minimum is 1
         units = np.maximum(np.maximum(for_capacity, for_bandwidth), floor)
-        write = np.minimum(units * c["storage_unit_write_gbps"], links)
-        read = np.minimum(units * c["storage_unit_read_gbps"], links)
+        write = np.minimum(units * c["storage_unit_write_gbyte_s"], links)
+        read = np.minimum(units * c["storage_unit_read_gbyte_s"], links)
         write_s = size_gb / write
         stall = np.where(asynchronous, stall_async, write_s)
         optimum = np.where(np.isnan(fixed), daly_interval_s(stall, mtbf_s), fixed)
@@ -141,11 +141,11 @@ class Checkpoint(Model):
             "storage_dataset_tb": dataset,
             "storage_need_tb": need,
             "ckpt_write_budget_s": budget,
-            "storage_write_need_gbps": want_gbps,
+            "storage_write_need_gbyte_s": want_gbyte_s,
             "storage_units": units,
             "storage_capacity_tb": units * c["storage_unit_tb"],
-            "storage_write_gbps": write,
-            "storage_read_gbps": read,
+            "storage_write_gbyte_s": write,
+            "storage_read_gbyte_s": read,
             "ckpt_write_s": write_s,
             "ckpt_read_s": size_gb / read,
             "ckpt_stall_s": stall,

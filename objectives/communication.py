@@ -87,7 +87,7 @@ def tiers_of(c, cal) -> Tiers:
     bw_out = scaleout_bw(c, cal)
     return Tiers(
         size=c["scaleup_size"],
-        bw_up=c["scaleup_gbps"] * 1e9 * cal.scaleup_eff,
+        bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.scaleup_eff,
         bw_out=bw_out,
         lat_up=cal.scaleup_latency_s,
         lat_out=scaleout_latency_s(c, cal),
@@ -101,8 +101,8 @@ class Communication(Model):
         "d_model", "n_kv_heads", "d_head", "seq_len", "moe_experts", "moe_topk", "layers_per_stage",
         "tp", "pp", "cp", "ep", "vp", "dp", "micro_batch", "n_microbatches", "recompute", "sequence_parallel",
         "zero_stage", "params_per_gpu", "params_expert_per_gpu", "etp", "time_attn_fwd_s", "time_layer_fwd_s",
-        "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbps", "scaleup_mesh", "nic_gbps",
-        "net_eff_rel", "net_oversub_seen",
+        "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh",
+        "nic_gbyte_s", "net_eff_rel", "net_oversub_seen",
         "net_hop_latency_s", "net_hops", "stack",
     )
     provides = {

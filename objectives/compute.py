@@ -72,8 +72,8 @@ class ComputeTime(Model):
         "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
         "params_ffn_active_layer", "layers_per_stage", "layers_last_stage", "etp", "precision", "tp", "pp", "cp", "ep",
         "micro_batch", "recompute", "dropout",
-        "sequence_parallel", "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops", "gpu_gemm_eff_bf16",
-        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbps", "stack",
+        "sequence_parallel", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16",
+        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbyte_s", "stack",
     )
     provides = {
         "gemm_flops_per_s": "FLOP/s; achievable GEMM rate at the run's precision (peak x measured efficiency)",
@@ -90,13 +90,13 @@ class ComputeTime(Model):
 
     def compute(self, c, cal):
         prec = c["precision"]
-        peak = select(prec, (c["gpu_bf16_tflops"], c["gpu_fp8_tflops"], c["gpu_fp4_tflops"])) * 1e12
+        peak = select(prec, (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])) * 1e12
         eff = select(prec, (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
         unsupported = ~((peak > 0) & (eff > 0))
-        bf16_rate = c["gpu_bf16_tflops"] * 1e12
+        bf16_rate = c["gpu_bf16_tflop_s"] * 1e12
         bf16_gemm = bf16_rate * c["gpu_gemm_eff_bf16"]
         gemm_rate = np.where(unsupported, bf16_gemm, peak * eff)
-        hbm = c["gpu_hbm_tbps"] * 1e12
+        hbm = c["gpu_hbm_tbyte_s"] * 1e12
         bpe = lookup(BYTES_PER_ELEMENT, prec)
 
         t, h = c["tp"], c["d_model"]

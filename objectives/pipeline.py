@@ -1,8 +1,9 @@
 """Prepare a design table and run the model modules over it in order.
 
-``prepare`` is the boundary: it broadcasts columns, encodes categoricals, expands catalog ids, fills
-defaults and checks user input once (raising :class:`InputError` naming the row and column). The modules
-then only see float arrays. ``evaluate`` runs them in chunks that stay in cache.
+``prepare`` is the boundary: it rejects renamed columns (objectives.renamed), broadcasts columns, encodes
+categoricals, expands catalog ids, fills defaults and checks user input once (raising :class:`InputError`
+naming the row and column). The modules then only see float arrays. ``evaluate`` runs them in chunks that
+stay in cache.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from objectives.memory import Memory
 from objectives.power import Power
 from objectives.reasons import infeasible_reason
 from objectives.reliability import Reliability
+from objectives.renamed import check_renamed
 from objectives.steptime import StepTime
 from objectives.topology import Topology
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
@@ -66,8 +68,8 @@ DEFAULTS: dict[str, float] = {
 REQUIRED: dict[str, float] = {
     "n_gpus": 1, "global_batch": 1, "tp": 1, "pp": 1, "micro_batch": 1,
     "n_layers": 1, "d_model": 1, "n_heads": 1, "d_ff": 1, "vocab_size": 1, "seq_len": 1,
-    "gpu_bf16_tflops": 0, "gpu_gemm_eff_bf16": 0, "gpu_hbm_gb": 0, "gpu_hbm_tbps": 0,
-    "scaleup_size": 1, "scaleup_gbps": 0, "nic_gbps": 0,
+    "gpu_bf16_tflop_s": 0, "gpu_gemm_eff_bf16": 0, "gpu_hbm_gb": 0, "gpu_hbm_tbyte_s": 0,
+    "scaleup_size": 1, "scaleup_gbyte_s": 0, "nic_gbyte_s": 0,
 }
 INTEGER_COLUMNS = ("n_gpus", "global_batch", "tp", "pp", "cp", "ep", "vp", "micro_batch", "zero_stage",
                    "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "seq_len", "scaleup_size",
@@ -156,6 +158,7 @@ def _all_whole(v: np.ndarray) -> bool:
 
 def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     """(user columns broadcast, model inputs as float arrays). Raises InputError on bad user input."""
+    check_renamed(table)  # a column renamed for its unit: one line naming the new name
     user = as_columns(table)
     _check_numbers(user)
     cols: Columns = dict(user)

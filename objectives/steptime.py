@@ -33,7 +33,7 @@ class StepTime(Model):
     requires = (
         "n_gpus", "seq_len", "global_batch", "train_tokens", "tp", "pp", "vp", "dp", "cp", "ep", "etp", "zero_stage",
         "n_microbatches", "params_per_gpu", "params_expert_per_gpu", "model_flops_per_token",
-        "model_flops_per_token_full_attn", "gpu_hbm_tbps", "peak_flops_per_s",
+        "model_flops_per_token_full_attn", "gpu_hbm_tbyte_s", "peak_flops_per_s",
         "time_compute_mb_s", "time_tp_comm_mb_s", "time_cp_comm_mb_s", "time_ep_comm_mb_s",
         "time_pp_comm_mb_s", "time_dp_comm_exposed_s", "con_memory", "con_layout", "con_precision",
     )
@@ -48,7 +48,7 @@ class StepTime(Model):
         "step_time_s": "s; one training step (sum of the time_*_s breakdown)",
         "tokens_per_s": "tokens/s; whole job",
         "tokens_per_s_per_gpu": "tokens/s; per GPU",
-        "model_tflops_per_gpu": "TFLOP/s; model FLOPs (causal attention, recompute excluded) per GPU",
+        "model_tflop_s_per_gpu": "TFLOP/s; model FLOPs (causal attention, recompute excluded) per GPU",
         "mfu": "fraction; model FLOPs utilisation against dense peak at the run's precision, causal attention counted",
         "mfu_full_attn": "fraction; mfu with the full s x s attention counted (Narayanan, NeMo 24.x, MosaicML convention)",
         "time_to_train_ideal_days": "days; train_tokens at this throughput, no failures (time_to_train_days adds them)",
@@ -68,14 +68,14 @@ class StepTime(Model):
         expert_shard = dense_shard * c["tp"] / (c["ep"] * c["etp"])
         updated = np.where(c["zero_stage"] >= 1, (c["params_per_gpu"] - expert) / dense_shard + expert / expert_shard,
                            c["params_per_gpu"])
-        optimizer = ADAM_BYTES_PER_PARAM * updated / (c["gpu_hbm_tbps"] * 1e12)
+        optimizer = ADAM_BYTES_PER_PARAM * updated / (c["gpu_hbm_tbyte_s"] * 1e12)
         bubble = t_mb * (np.maximum(c["pp"] - m, 0.0) + (np.minimum(m, c["pp"]) - 1.0) / c["vp"])
         pp_comm = m * c["time_pp_comm_mb_s"]
         step = m * t_mb + bubble + pp_comm + c["time_dp_comm_exposed_s"] + optimizer
         tokens = c["global_batch"] * c["seq_len"]
         tps = tokens / step
         tps_gpu = tps / c["n_gpus"]
-        model_tflops = c["model_flops_per_token"] * tps_gpu / 1e12
+        model_tflop_s = c["model_flops_per_token"] * tps_gpu / 1e12
         train_s = c["train_tokens"] / tps
         # a step time that is no number (a nonsense override such as d_head 0) is no design either
         feasible = (c["con_memory"] <= 0) & (c["con_layout"] <= 0) & (c["con_precision"] <= 0) & np.isfinite(step)
@@ -90,8 +90,8 @@ class StepTime(Model):
             "step_time_s": step,
             "tokens_per_s": tps,
             "tokens_per_s_per_gpu": tps_gpu,
-            "model_tflops_per_gpu": model_tflops,
-            "mfu": model_tflops * 1e12 / c["peak_flops_per_s"],
+            "model_tflop_s_per_gpu": model_tflop_s,
+            "mfu": model_tflop_s * 1e12 / c["peak_flops_per_s"],
             "mfu_full_attn": c["model_flops_per_token_full_attn"] * tps_gpu / c["peak_flops_per_s"],
             "time_to_train_ideal_days": train_s / SECONDS_PER_DAY,
             "gpu_hours": c["n_gpus"] * train_s / 3600.0,

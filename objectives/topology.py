@@ -19,13 +19,13 @@ Rail-optimized (S45/S46): NIC i of every scale-up domain goes to a leaf of rail 
 domains, and same-rail traffic between them takes one switch hop. A job whose ceil(N / scaleup_size)
 domains fit under one leaf never crosses the uplinks; a larger one meets the leaf's oversubscription d/u
 and 2t-1 hops. That bandwidth and latency feed the collectives (``communication.tiers_of``): bytes/s per GPU
-= nic_gbps * scaleout_eff (0.93, S25) * net_eff_rel for ring collectives (reduce-scatter, all-gather and
+= nic_gbyte_s * scaleout_eff (0.93, S25) * net_eff_rel for ring collectives (reduce-scatter, all-gather and
 ring all-reduce pass data to the next domain on the same rail, which mostly shares a leaf: a leaf carries
 a couple of a ring's flows over its u uplinks), and that over the oversubscription met for all-to-all and
-pipeline sends, which spread over the fabric (``net_bw_cross_gbps``); latency = the calibrated NCCL network
+pipeline sends, which spread over the fabric (``net_bw_cross_gbyte_s``); latency = the calibrated NCCL network
 latency (S28) + hops * net_hop_latency_s on every scale-out message (the longest path, conservatively).
 
-Each GPU's port runs at ``nic_gbps`` = min(its system's NIC, the fabric's port; objectives.catalog): the
+Each GPU's port runs at ``nic_gbyte_s`` = min(its system's NIC, the fabric's port; objectives.catalog): the
 fabric sets switches, optics and NICs, the system how fast a GPU can drive them.
 
 Cost and power (networks.yaml; hardware-catalog 2.5): switches, transceivers (two port-ends per cable),
@@ -99,7 +99,7 @@ def fat_tree(endpoints, radix, oversubscription=1.0) -> dict[str, np.ndarray]:
 
 def scaleout_bw(c, cal) -> np.ndarray:
     """Bytes/s per GPU per direction a ring collective leaving the scale-up domain sees (no uplink penalty)."""
-    return c["nic_gbps"] * 1e9 * cal.scaleout_eff * c["net_eff_rel"]
+    return c["nic_gbyte_s"] * 1e9 * cal.scaleout_eff * c["net_eff_rel"]
 
 
 def scaleout_latency_s(c, cal) -> np.ndarray:
@@ -109,7 +109,7 @@ def scaleout_latency_s(c, cal) -> np.ndarray:
 
 class Topology(Model):
     requires = (
-        "n_gpus", "scaleup_size", "oversubscription", "nic_gbps", "net_switch_radix", "net_eff_rel",
+        "n_gpus", "scaleup_size", "oversubscription", "nic_gbyte_s", "net_switch_radix", "net_eff_rel",
         "net_hop_latency_s", "net_switch_usd", "net_switch_w", "net_optic_usd", "net_optic_w", "net_cable_usd",
         "net_nic_usd", "server_gpus", "scaleup_switch_usd_per_gpu", "scaleup_switch_w_per_gpu",
     )
@@ -125,8 +125,8 @@ class Topology(Model):
         "net_oversub": "ratio; leaf down/up ports as built (>= 1)",
         "net_oversub_seen": "ratio; oversubscription the job's scale-out traffic meets (1 inside one leaf)",
         "net_hops": "count; switch hops on the job's longest scale-out path",
-        "net_bw_out_gbps": "GB/s; scale-out bandwidth per GPU per direction a ring collective sees",
-        "net_bw_cross_gbps": "GB/s; scale-out bandwidth per GPU per direction all-to-all and pipeline sends see",
+        "net_bw_out_gbyte_s": "GB/s; scale-out bandwidth per GPU per direction a ring collective sees",
+        "net_bw_cross_gbyte_s": "GB/s; scale-out bandwidth per GPU per direction all-to-all and pipeline sends see",
         "net_latency_s": "s; scale-out latency per message a collective sees",
         "net_capex_switch_usd": "USD; scale-out switches",
         "net_capex_optics_usd": "USD; transceivers and cables",
@@ -151,7 +151,7 @@ class Topology(Model):
         in_leaf = single | (domains <= d)
         seen = np.where(in_leaf, 1.0, oversub)
         hops = np.where(in_leaf, 1.0, 2.0 * tiers - 1.0)
-        feed = {"nic_gbps": c["nic_gbps"], "net_eff_rel": c["net_eff_rel"],
+        feed = {"nic_gbyte_s": c["nic_gbyte_s"], "net_eff_rel": c["net_eff_rel"],
                 "net_hop_latency_s": c["net_hop_latency_s"], "net_hops": hops}
         ring = scaleout_bw(feed, cal) / 1e9
         extend = c["scaleup_size"] > c["server_gpus"]  # NaN server_gpus compares False: nothing added
@@ -174,8 +174,8 @@ class Topology(Model):
             "net_oversub": oversub,
             "net_oversub_seen": seen,
             "net_hops": hops,
-            "net_bw_out_gbps": ring,
-            "net_bw_cross_gbps": ring / seen,
+            "net_bw_out_gbyte_s": ring,
+            "net_bw_cross_gbyte_s": ring / seen,
             "net_latency_s": scaleout_latency_s(feed, cal),
             "net_capex_switch_usd": cap_switch,
             "net_capex_optics_usd": cap_optics,

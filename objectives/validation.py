@@ -60,7 +60,7 @@ def predict(runs: pd.DataFrame, cal: Calibration | None = None) -> pd.DataFrame:
     result = runs.copy()
     for col in ("micro_batch", "recompute", "vp", "cp", "zero_stage", "sequence_parallel"):
         result[f"model_{col}"] = out[col]
-    for col in ("step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "hbm_used_gb", "feasible",
+    for col in ("step_time_s", "tokens_per_s_per_gpu", "model_tflop_s_per_gpu", "mfu", "hbm_used_gb", "feasible",
                 "time_compute_s", "time_tp_comm_s", "time_cp_comm_s", "time_ep_comm_s", "time_pp_bubble_s",
                 "time_pp_comm_s", "time_dp_comm_exposed_s", "time_optimizer_s"):
         result[col if col.startswith("time_") else f"predicted_{col}"] = out[col]

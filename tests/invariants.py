@@ -7,7 +7,7 @@ row positions that break it; an empty dict is a clean table. Columns:
 - ``gpu``, ``scaleup_size``: the NVLink domain is the GPU's system's (gpus.yaml: 8 on an HGX board, 72 in an
   NVL72 rack); a larger one is a breach unless the space set ``scaleup_size`` as an explicit what-if
   (``whatif=("scaleup_size",)``), and then it must be priced (``net_capex_scaleup_usd`` > 0, if present).
-- ``gpu``, ``nic_gbps``: no GPU drives the fabric faster than its system's NIC, unless ``nic_gbps`` is a
+- ``gpu``, ``nic_gbyte_s``: no GPU drives the fabric faster than its system's NIC, unless ``nic_gbyte_s`` is a
   what-if.
 - ``ckpt_interval_s``, ``ckpt_write_s``: a checkpoint interval is at least 3 write times
   (objectives.checkpoint INTERVAL_OVER_WRITE; an async write must finish before the next checkpoint).
@@ -44,7 +44,7 @@ def _column(table, name: str) -> np.ndarray | None:
 
 def broken_rows(table: Mapping[str, object], whatif: Iterable[str] = ()) -> dict[str, np.ndarray]:
     """Row positions that break each invariant (module doc), by name; invariants whose columns the table
-    lacks are not checked. ``whatif``: columns the space set on purpose (``scaleup_size``, ``nic_gbps``)."""
+    lacks are not checked. ``whatif``: columns the space set on purpose (``scaleup_size``, ``nic_gbyte_s``)."""
     whatif = set(whatif)
     out: dict[str, np.ndarray] = {}
 
@@ -62,9 +62,9 @@ def broken_rows(table: Mapping[str, object], whatif: Iterable[str] = ()) -> dict
         priced = _column(table, "net_capex_scaleup_usd")
         if priced is not None:
             report("nvlink_extension_unpriced", beyond & ~(np.asarray(priced, dtype=np.float64) > 0))
-    nic = _column(table, "nic_gbps")
-    if gpu is not None and nic is not None and "nic_gbps" not in whatif:
-        report("nic_faster_than_system", np.asarray(nic, dtype=np.float64) > system_value(gpu, "nic_gbps"))
+    nic = _column(table, "nic_gbyte_s")
+    if gpu is not None and nic is not None and "nic_gbyte_s" not in whatif:
+        report("nic_faster_than_system", np.asarray(nic, dtype=np.float64) > system_value(gpu, "nic_gbyte_s"))
     interval, write = _column(table, "ckpt_interval_s"), _column(table, "ckpt_write_s")
     if interval is not None and write is not None:
         interval = np.asarray(interval, dtype=np.float64)

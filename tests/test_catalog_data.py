@@ -20,10 +20,10 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 GPU_IDS = ["a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h800", "h200-sxm", "b200", "b300", "gb200",
            "gb300", "mi300x", "mi325x", "mi355x"]
-GPU_FIELDS = ["gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8",
-              "gpu_gemm_eff_fp4", "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "nic_gbps",
+GPU_FIELDS = ["gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8",
+              "gpu_gemm_eff_fp4", "gpu_hbm_gb", "gpu_hbm_tbyte_s", "scaleup_size", "scaleup_gbyte_s", "nic_gbyte_s",
               "gpu_tdp_w"]
-NULLABLE = {"gpu_fp8_tflops", "gpu_fp4_tflops", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4"}
+NULLABLE = {"gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4"}
 CONFIDENCE = {"spec", "meas", "rep", "est", "rec"}
 
 MODEL_IDS = ["gpt3-175b", "gpt3-13b", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-405b",
@@ -100,42 +100,42 @@ def test_sources_file_lists_every_key_used(gpus):
 
 
 def test_h100_reference_numbers(gpus):
-    assert val(gpus, "h100-sxm", "gpu_bf16_tflops") == 989
-    assert val(gpus, "h100-sxm", "gpu_fp8_tflops") == 1979
-    assert val(gpus, "h100-sxm", "gpu_fp4_tflops") is None
+    assert val(gpus, "h100-sxm", "gpu_bf16_tflop_s") == 989
+    assert val(gpus, "h100-sxm", "gpu_fp8_tflop_s") == 1979
+    assert val(gpus, "h100-sxm", "gpu_fp4_tflop_s") is None
     assert val(gpus, "h100-sxm", "gpu_hbm_gb") == 80
-    assert val(gpus, "h100-sxm", "gpu_hbm_tbps") == pytest.approx(3.35)
+    assert val(gpus, "h100-sxm", "gpu_hbm_tbyte_s") == pytest.approx(3.35)
     assert val(gpus, "h100-sxm", "scaleup_size") == 8
-    assert val(gpus, "h100-sxm", "scaleup_gbps") == 450  # 900 GB/s bidirectional
-    assert val(gpus, "h100-sxm", "nic_gbps") == 50  # 400 Gb/s ConnectX-7 / 8
+    assert val(gpus, "h100-sxm", "scaleup_gbyte_s") == 450  # 900 GB/s bidirectional
+    assert val(gpus, "h100-sxm", "nic_gbyte_s") == 50  # 400 Gb/s ConnectX-7 / 8
     assert val(gpus, "h100-sxm", "gpu_tdp_w") == 700
 
 
 def test_other_reference_numbers(gpus):
     for gid in ("a100-sxm-40gb", "a100-sxm-80gb"):
-        assert val(gpus, gid, "gpu_bf16_tflops") == 312
-        assert val(gpus, gid, "gpu_fp8_tflops") is None
-        assert val(gpus, gid, "gpu_fp4_tflops") is None
+        assert val(gpus, gid, "gpu_bf16_tflop_s") == 312
+        assert val(gpus, gid, "gpu_fp8_tflop_s") is None
+        assert val(gpus, gid, "gpu_fp4_tflop_s") is None
         assert val(gpus, gid, "gpu_gemm_eff_fp8") is None
-        assert val(gpus, gid, "scaleup_gbps") == 300
-        assert val(gpus, gid, "nic_gbps") == 25  # 200 Gb/s HDR per GPU
+        assert val(gpus, gid, "scaleup_gbyte_s") == 300
+        assert val(gpus, gid, "nic_gbyte_s") == 25  # 200 Gb/s HDR per GPU
     assert val(gpus, "a100-sxm-40gb", "gpu_hbm_gb") == 40
-    assert val(gpus, "a100-sxm-40gb", "gpu_hbm_tbps") == pytest.approx(1.555)
+    assert val(gpus, "a100-sxm-40gb", "gpu_hbm_tbyte_s") == pytest.approx(1.555)
     assert val(gpus, "a100-sxm-80gb", "gpu_hbm_gb") == 80
-    assert val(gpus, "a100-sxm-80gb", "gpu_hbm_tbps") == pytest.approx(2.039)
-    assert val(gpus, "h800", "scaleup_gbps") == 200  # NVLink cut to 400 GB/s bidirectional
-    assert val(gpus, "h800", "gpu_bf16_tflops") == val(gpus, "h100-sxm", "gpu_bf16_tflops")
+    assert val(gpus, "a100-sxm-80gb", "gpu_hbm_tbyte_s") == pytest.approx(2.039)
+    assert val(gpus, "h800", "scaleup_gbyte_s") == 200  # NVLink cut to 400 GB/s bidirectional
+    assert val(gpus, "h800", "gpu_bf16_tflop_s") == val(gpus, "h100-sxm", "gpu_bf16_tflop_s")
     assert val(gpus, "h200-sxm", "gpu_hbm_gb") == 141
-    assert val(gpus, "h200-sxm", "gpu_hbm_tbps") == pytest.approx(4.8)
-    assert val(gpus, "b200", "gpu_bf16_tflops") == 2250
-    assert val(gpus, "b200", "scaleup_gbps") == 900
-    assert val(gpus, "b200", "gpu_fp4_tflops") == 9000
+    assert val(gpus, "h200-sxm", "gpu_hbm_tbyte_s") == pytest.approx(4.8)
+    assert val(gpus, "b200", "gpu_bf16_tflop_s") == 2250
+    assert val(gpus, "b200", "scaleup_gbyte_s") == 900
+    assert val(gpus, "b200", "gpu_fp4_tflop_s") == 9000
     for gid in ("gb200", "gb300"):
         assert val(gpus, gid, "scaleup_size") == 72
-        assert val(gpus, gid, "scaleup_gbps") == 900
+        assert val(gpus, gid, "scaleup_gbyte_s") == 900
     for gid in ("b300", "gb300"):
-        assert val(gpus, gid, "nic_gbps") == 100  # 800G ConnectX-8
-    assert val(gpus, "gb200", "nic_gbps") == 50
+        assert val(gpus, gid, "nic_gbyte_s") == 100  # 800G ConnectX-8
+    assert val(gpus, "gb200", "nic_gbyte_s") == 50
     for gid in GPU_IDS:
         if gid not in ("gb200", "gb300"):
             assert val(gpus, gid, "scaleup_size") == 8, gid
@@ -170,19 +170,19 @@ def test_gpu_numeric_sanity(gpus):
     for gid, spec in gpus.items():
         v = {f: spec[f]["value"] for f in GPU_FIELDS}
         for prec in ("bf16", "fp8", "fp4"):
-            peak, eff = v[f"gpu_{prec}_tflops"], v[f"gpu_gemm_eff_{prec}"]
+            peak, eff = v[f"gpu_{prec}_tflop_s"], v[f"gpu_gemm_eff_{prec}"]
             assert (peak is None) == (eff is None), f"{gid}: {prec} peak and efficiency must both be set or null"
             if eff is not None:
                 assert 0.3 < eff <= 1.0, f"{gid} {prec} efficiency {eff}"
-        if v["gpu_fp8_tflops"] is not None:  # dense FP8 is twice dense BF16 on every listed part
-            assert v["gpu_fp8_tflops"] == pytest.approx(2 * v["gpu_bf16_tflops"], rel=0.01), gid
-        if v["gpu_fp4_tflops"] is not None:
-            assert v["gpu_fp4_tflops"] >= v["gpu_fp8_tflops"], gid
-        assert 100 <= v["gpu_bf16_tflops"] <= 5000, gid
+        if v["gpu_fp8_tflop_s"] is not None:  # dense FP8 is twice dense BF16 on every listed part
+            assert v["gpu_fp8_tflop_s"] == pytest.approx(2 * v["gpu_bf16_tflop_s"], rel=0.01), gid
+        if v["gpu_fp4_tflop_s"] is not None:
+            assert v["gpu_fp4_tflop_s"] >= v["gpu_fp8_tflop_s"], gid
+        assert 100 <= v["gpu_bf16_tflop_s"] <= 5000, gid
         assert 16 <= v["gpu_hbm_gb"] <= 512, gid
-        assert 1 <= v["gpu_hbm_tbps"] <= 20, gid  # TB/s, not GB/s
-        assert 50 <= v["scaleup_gbps"] <= 2000, gid  # GB/s per direction
-        assert 10 <= v["nic_gbps"] <= 200, gid  # GB/s per direction, not Gb/s
+        assert 1 <= v["gpu_hbm_tbyte_s"] <= 20, gid  # TB/s, not GB/s
+        assert 50 <= v["scaleup_gbyte_s"] <= 2000, gid  # GB/s per direction
+        assert 10 <= v["nic_gbyte_s"] <= 200, gid  # GB/s per direction, not Gb/s
         assert 250 <= v["gpu_tdp_w"] <= 2000, gid
         assert float(v["scaleup_size"]).is_integer(), gid
 
@@ -251,7 +251,7 @@ def test_included_runs_are_describable(included, gpus):
             assert r[c] != "", f"run {rid}: {c} blank"
         assert r["ffn_kind"] in ("gelu", "swiglu"), rid
         assert r["precision"] in ("bf16", "fp8", "fp4"), rid
-        assert val(gpus, r["gpu"], f"gpu_{r['precision']}_tflops") is not None, f"run {rid}: precision unsupported"
+        assert val(gpus, r["gpu"], f"gpu_{r['precision']}_tflop_s") is not None, f"run {rid}: precision unsupported"
         assert r["recompute"] in ("", "none", "selective", "full"), rid
         assert r["zero_stage"] in ("", "0", "1", "2", "3"), rid
         assert r["sequence_parallel"] in ("", "0", "1"), rid

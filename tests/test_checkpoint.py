@@ -39,7 +39,7 @@ def test_405b_storage_sizing_and_write_time_sync():
     assert out["storage_need_tb"][0] == pytest.approx(71.3639, abs=1e-4)
     assert out["storage_units"][0] == 1
     # write: min(1 x 75, 16,384 GPUs x 5 GB/s) = 75 GB/s -> 5,681.947 / 75 = 75.76 s, all of it a stall
-    assert out["storage_write_gbps"][0] == 75
+    assert out["storage_write_gbyte_s"][0] == 75
     assert out["ckpt_write_s"][0] == pytest.approx(75.7593, abs=1e-4)
     assert out["ckpt_stall_s"][0] == out["ckpt_write_s"][0]
     assert out["ckpt_lag_s"][0] == 0
@@ -70,13 +70,13 @@ def test_405b_async_interval_against_its_write_time():
     """
     out = _eval(ckpt_mode="async")
     assert out["ckpt_write_budget_s"][0] == pytest.approx(361.966 / 3, abs=1e-3)
-    assert out["storage_write_need_gbps"][0] == pytest.approx(47.0924, abs=1e-4)
+    assert out["storage_write_need_gbyte_s"][0] == pytest.approx(47.0924, abs=1e-4)
     assert out["storage_units"][0] == 1
     assert out["ckpt_write_s"][0] == pytest.approx(75.7593, abs=1e-4)
     assert out["ckpt_interval_s"][0] == pytest.approx(361.966, abs=1e-3)
     big = _eval(ckpt_mode="async", n_gpus=32768, global_batch=4096)
     assert big["ckpt_interval_s"][0] == pytest.approx(254.6375, abs=1e-3)
-    assert big["storage_write_need_gbps"][0] == pytest.approx(66.9416, abs=1e-4)
+    assert big["storage_write_need_gbyte_s"][0] == pytest.approx(66.9416, abs=1e-4)
     assert big["storage_units"][0] == 1
     assert big["ckpt_interval_s"][0] >= INTERVAL_OVER_WRITE * big["ckpt_write_s"][0]
 
@@ -107,9 +107,9 @@ def test_a_fixed_interval_sizes_storage_and_stretches_at_the_node_limit():
     assert out["storage_units"][0] == 4
     assert out["ckpt_write_s"][0] == pytest.approx(CKPT_405B_GB / 300)
     assert out["ckpt_interval_s"][0] == 60.0
-    slow = _eval(ckpt_mode="async", ckpt_every_s=60.0, storage_link_gbps=0.01)
+    slow = _eval(ckpt_mode="async", ckpt_every_s=60.0, storage_link_gbyte_s=0.01)
     assert slow["storage_units"][0] == 3
-    assert slow["storage_write_gbps"][0] == pytest.approx(163.84)
+    assert slow["storage_write_gbyte_s"][0] == pytest.approx(163.84)
     assert slow["ckpt_interval_s"][0] == pytest.approx(3 * CKPT_405B_GB / 163.84)
     assert slow["ckpt_interval_s"][0] == pytest.approx(104.0396, abs=1e-4)
     assert slow["ckpt_lag_s"][0] == pytest.approx(CKPT_405B_GB / 163.84)  # each failure also loses the write
@@ -142,7 +142,7 @@ def test_more_units_buy_bandwidth_until_the_nodes_limit_it():
     assert out["ckpt_write_s"][0] == pytest.approx(CKPT_405B_GB / 600)
     # 64 GPUs can only push 64 x 5 = 320 GB/s into the same 8 units: 17.76 s
     small = _eval(storage_units_min=8, n_gpus=64, tp=8, pp=8, global_batch=64)
-    assert small["storage_write_gbps"][0] == 320
+    assert small["storage_write_gbyte_s"][0] == 320
     assert small["ckpt_write_s"][0] == pytest.approx(CKPT_405B_GB / 320)
 
 

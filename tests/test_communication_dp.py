@@ -14,7 +14,7 @@ B_UP, B_OUT = 450e9 * CAL.scaleup_eff, 50e9 * CAL.scaleout_eff  # H100 NVLink 45
 
 def _columns(**row):
     """A row's model inputs as Communication sees them (every module before it run), on H100 with 400G NICs."""
-    _, floats = prepare(dict(dict(gpu="h100-sxm", nic_gbps=50.0, pp=1, micro_batch=1, recompute="selective",
+    _, floats = prepare(dict(dict(gpu="h100-sxm", nic_gbyte_s=50.0, pp=1, micro_batch=1, recompute="selective",
                                   seq_len=4096, precision="bf16"), **row))
     return run_models(floats, CAL, TRAINING_MODELS)
 

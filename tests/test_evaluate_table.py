@@ -229,3 +229,15 @@ def test_input_error_in_a_later_slice_names_its_row_and_writes_nothing(tmp_path,
     assert len(err.strip().splitlines()) == 1, err
     assert "row 201" in err and "h100-typo" in err, err
     assert list(tmp_path.iterdir()) == [src]
+
+
+def test_csv_with_an_old_column_name_is_one_line_exit_2(tmp_path, capsys):
+    """A table that still gives a column renamed for its unit (nic_gbps, now nic_gbyte_s) is refused with
+    one line naming the file, the column and its new name, and writes nothing."""
+    csv = tmp_path / "old.csv"
+    pd.DataFrame({"model": ["llama3-70b"], "gpu": ["h100-sxm"], "n_gpus": [64], "global_batch": [512],
+                  "nic_gbps": [25.0]}).to_csv(csv, index=False)
+    rc, out, err = _run(capsys, "evaluate", csv, "-o", tmp_path / "o.parquet")
+    assert rc == 2
+    assert err.strip() == f"dse evaluate: error: {csv}, column 'nic_gbps': was renamed 'nic_gbyte_s' (GB/s)", err
+    assert not (tmp_path / "o.parquet").exists()

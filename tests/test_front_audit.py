@@ -85,7 +85,7 @@ def _above_gemm_ceiling(f: pd.DataFrame) -> np.ndarray:
 @pytest.mark.parametrize("path", SPACES, ids=[p.stem for p in SPACES])
 def test_front_holds_physical_invariants(path, tmp_path):
     spec, front = _front(path, tmp_path)
-    whatif = {d.name for d in spec.dimensions} & {"scaleup_size", "nic_gbps"}
+    whatif = {d.name for d in spec.dimensions} & {"scaleup_size", "nic_gbyte_s"}
     broken = {
         "schedule Megatron refuses, or bubble below the schedule's idle time": _schedule(front),
         "degrees that do not make the job": _whole_job(front),

@@ -38,7 +38,7 @@ BASE_SPACE = {
     "name": "hostile",
     "workload": {"model": "llama3-8b", "train_tokens": 1e12, "global_batch": 512, "seq_len": 8192},
     "cluster": {"gpu": ["h100-sxm", "b200"], "n_gpus": {"min": 32, "max": 256, "scale": "pow2"},
-                "precision": ["bf16", "fp8"], "gpu_hbm_tbps": {"min": 2.0, "max": 8.0, "step": 0.5}},
+                "precision": ["bf16", "fp8"], "gpu_hbm_tbyte_s": {"min": 2.0, "max": 8.0, "step": 0.5}},
     "mapping": "auto",
     "objectives": [{"metric": "time_to_train_days", "direction": "min"}, {"metric": "tco_usd", "direction": "min"}],
     "constraints": ["time_to_train_days <= 60"],
@@ -47,8 +47,8 @@ BASE_SPACE = {
 
 #: model and catalog columns a space or a table may override (each goes into the model's arithmetic)
 MODEL_COLUMNS = ["n_heads", "n_kv_heads", "d_model", "n_layers", "d_ff", "vocab_size", "seq_len", "global_batch",
-                 "n_gpus", "train_tokens", "gpu_hbm_gb", "gpu_hbm_tbps", "gpu_bf16_tflops", "nic_gbps",
-                 "scaleup_size", "scaleup_gbps", "moe_experts", "moe_topk", "d_head", "gpu_tdp_w",
+                 "n_gpus", "train_tokens", "gpu_hbm_gb", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s", "nic_gbyte_s",
+                 "scaleup_size", "scaleup_gbyte_s", "moe_experts", "moe_topk", "d_head", "gpu_tdp_w",
                  "ckpt_every_s", "dataset_tb", "oversubscription", "tp", "pp", "micro_batch", "zero_stage", "vp",
                  "cp", "ep", "dropout", "cloud_usd_per_gpu_hr"]
 

@@ -9,7 +9,7 @@ from invariants import broken_rows, system_value
 
 def test_system_values_come_from_the_catalog():
     np.testing.assert_array_equal(system_value(["b200", "gb200", "gb300", "h100-sxm"], "scaleup_size"), [8, 72, 72, 8])
-    np.testing.assert_array_equal(system_value(["b200", "gb200", "gb300"], "nic_gbps"), [50, 50, 100])
+    np.testing.assert_array_equal(system_value(["b200", "gb200", "gb300"], "nic_gbyte_s"), [50, 50, 100])
     assert np.isnan(system_value(["my-gpu"], "scaleup_size")[0])
 
 
@@ -21,7 +21,7 @@ def test_a_broken_table_is_caught_row_by_row():
         "gpu": ["h200-sxm", "gb200", "b200", "b200", "b200"],
         "scaleup_size": [72, 72, 8, 8, 8],
         "net_capex_scaleup_usd": [0.0, 0.0, 0.0, 0.0, 0.0],
-        "nic_gbps": [50, 50, 100, 50, 50],
+        "nic_gbyte_s": [50, 50, 100, 50, 50],
         "ckpt_interval_s": [400.0, 400.0, 400.0, 75.76, 227.28],
         "ckpt_write_s": [75.76, 75.76, 75.76, 75.76, 75.76],
     })
@@ -33,7 +33,7 @@ def test_a_broken_table_is_caught_row_by_row():
     np.testing.assert_array_equal(bad["nic_faster_than_system"], [2])
     np.testing.assert_array_equal(bad["ckpt_interval_under_3_writes"], [3])
     # declared what-ifs are not breaches, but an unpriced extension still is
-    ok = broken_rows(table, whatif=("scaleup_size", "nic_gbps"))
+    ok = broken_rows(table, whatif=("scaleup_size", "nic_gbyte_s"))
     assert set(ok) == {"nvlink_extension_unpriced", "ckpt_interval_under_3_writes"}
 
 

@@ -35,8 +35,8 @@ cluster:
   gpu: [a100-sxm-80gb, h100-sxm, h200-sxm, b200]
   n_gpus: {min: 32, max: 2048, scale: pow2}
   precision: [bf16, fp8]
-  gpu_hbm_tbps: {min: 2.0, max: 8.0, step: 0.5}
-  nic_gbps: [12.5, 25, 50, 100]
+  gpu_hbm_tbyte_s: {min: 2.0, max: 8.0, step: 0.5}
+  nic_gbyte_s: [12.5, 25, 50, 100]
 mapping: auto
 objectives:
   - {metric: time_to_train_days, direction: min}
@@ -44,7 +44,7 @@ objectives:
 constraints: ["time_to_train_days <= 60"]
 search: {sampler: nsga2, trials: 320, batch_size: 16, seed: 7}
 """
-DESIGN = ["gpu", "n_gpus", "precision", "gpu_hbm_tbps", "nic_gbps"]
+DESIGN = ["gpu", "n_gpus", "precision", "gpu_hbm_tbyte_s", "nic_gbyte_s"]
 OBJ = ["time_to_train_days", "tco_usd"]
 
 

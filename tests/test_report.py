@@ -83,7 +83,7 @@ def test_breakdown_sums_to_step_time_plus_goodput_losses(run_dir):
 def test_sensitivity_is_the_model_with_better_hardware(run_dir):
     r = load_run(run_dir)
     table = design_table(r, r.front)
-    assert set(table) >= {"model", "gpu", "n_gpus", "precision", "gpu_hbm_tbps", "nic_gbps"}
+    assert set(table) >= {"model", "gpu", "n_gpus", "precision", "gpu_hbm_tbyte_s", "nic_gbyte_s"}
     sens = sensitivity(r)
     assert set(sens["change"]) >= {"HBM bandwidth", "NIC bandwidth", "GEMM efficiency", "server price",
                                    "scale-up bandwidth", "scale-up size"}

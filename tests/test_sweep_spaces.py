@@ -59,7 +59,7 @@ def brute_front(frame: pd.DataFrame, objectives: dict[str, str], design: list[st
 def test_small_space_exhaustive_front_equals_brute_force(tmp_path):
     raw = yaml.safe_load((ROOT / "spaces" / "small.yaml").read_text())
     raw["cluster"].update(gpu=["h100-sxm", "b200"], n_gpus={"min": 64, "max": 512, "scale": "pow2"},
-                          gpu_hbm_tbps={"min": 3.0, "max": 8.0, "step": 2.5}, nic_gbps=[25, 50])
+                          gpu_hbm_tbyte_s={"min": 3.0, "max": 8.0, "step": 2.5}, nic_gbyte_s=[25, 50])
     spec = parse_spec(raw, source="spaces/small.yaml (narrowed)")
     space = Space(spec)
     assert space.grid_size() == 2 * 4 * 2 * 3 * 2
@@ -87,6 +87,13 @@ BAD = [
      "bad.yaml: cluster.network[1]: network 'nvl72-ib-xdr-800' was removed: a 72-GPU NVLink domain belongs to the "
      "GPU's system, not to the scale-out network; use gpu: gb200 or gb300 with network: ib-xdr-800, or keep the "
      "GPU and set scaleup_size: 72 as a what-if"),
+    # a column renamed for its unit, wherever a space names it: the file, the key and the new name
+    ("cluster: {nic_gbps: [25, 50]}\n", "bad.yaml: cluster.nic_gbps: 'nic_gbps' was renamed 'nic_gbyte_s' (GB/s)"),
+    ("workload: {gpu_hbm_tbps: 8}\n", "bad.yaml: workload.gpu_hbm_tbps: 'gpu_hbm_tbps' was renamed 'gpu_hbm_tbyte_s' (TB/s)"),
+    ("objectives: [{metric: model_tflops_per_gpu, direction: max}]\n",
+     "bad.yaml: objectives[0].metric: 'model_tflops_per_gpu' was renamed 'model_tflop_s_per_gpu' (TFLOP/s per GPU)"),
+    ("constraints: ['storage_write_gbps >= 40']\n",
+     "bad.yaml: constraints[0]: 'storage_write_gbps' was renamed 'storage_write_gbyte_s' (GB/s)"),
 ]
 
 

@@ -91,7 +91,7 @@ def test_bandwidth_and_latency_each_collective_sees():
     # 256 GPUs = 32 HGX domains: one leaf per rail holds all 32 (d = 32): one hop, no oversubscription
     small = objectives.evaluate(_fixed(n_gpus=256, global_batch=256, pp=4, network="ib-ndr-400", oversubscription=2))
     assert small["net_oversub_seen"][0] == 1 and small["net_hops"][0] == 1
-    assert small["net_bw_out_gbps"][0] == pytest.approx(50 * cal.scaleout_eff)
+    assert small["net_bw_out_gbyte_s"][0] == pytest.approx(50 * cal.scaleout_eff)
     assert small["net_latency_s"][0] == pytest.approx(cal.scaleout_latency_s + 250e-9)
     # 16,384 GPUs at 2:1: the job spans 2,048 domains > 42 per leaf: 42/22 = 1.909 oversubscribed, 2*3-1 = 5 hops
     big = objectives.evaluate(_fixed(network="ib-ndr-400", oversubscription=2))
@@ -99,11 +99,11 @@ def test_bandwidth_and_latency_each_collective_sees():
     assert big["net_hops"][0] == 5
     # ring collectives keep the NIC rate (ring neighbours share a leaf); all-to-all and pipeline sends,
     # spread over the fabric, get 46.5 x 22/42 = 24.36 GB/s
-    assert big["net_bw_out_gbps"][0] == pytest.approx(50 * cal.scaleout_eff)
-    assert big["net_bw_cross_gbps"][0] == pytest.approx(50 * cal.scaleout_eff * 22 / 42)
+    assert big["net_bw_out_gbyte_s"][0] == pytest.approx(50 * cal.scaleout_eff)
+    assert big["net_bw_cross_gbyte_s"][0] == pytest.approx(50 * cal.scaleout_eff * 22 / 42)
     assert big["net_latency_s"][0] == pytest.approx(cal.scaleout_latency_s + 5 * 250e-9)  # 11.25 us
     one = objectives.evaluate(_fixed(network="ib-ndr-400", oversubscription=1))
-    assert one["net_bw_cross_gbps"][0] == pytest.approx(50 * cal.scaleout_eff)
+    assert one["net_bw_cross_gbyte_s"][0] == pytest.approx(50 * cal.scaleout_eff)
     # the step-time model sees it: pipeline sends slow down, a step never gets faster, the fabric is cheaper
     assert big["time_pp_comm_s"][0] > one["time_pp_comm_s"][0]
     assert big["step_time_s"][0] >= one["step_time_s"][0]
@@ -121,7 +121,7 @@ def test_a_row_without_a_network_keeps_the_calibrated_network():
     # costed as the natural fabric (H100: 400G InfiniBand, k = 64) ...
     assert plain["net_switch_radix"][0] == 64 and plain["net_tiers"][0] == 3
     # ... but the collectives see exactly the calibrated figures: NIC x 0.93, NCCL's flat latency
-    assert plain["net_bw_out_gbps"][0] == plain["net_bw_cross_gbps"][0] == 50 * cal.scaleout_eff
+    assert plain["net_bw_out_gbyte_s"][0] == plain["net_bw_cross_gbyte_s"][0] == 50 * cal.scaleout_eff
     assert plain["net_latency_s"][0] == cal.scaleout_latency_s
     named = objectives.evaluate(_fixed(network="ib-ndr-400", net_hop_latency_s=0.0))
     assert named["step_time_s"][0] == plain["step_time_s"][0]
@@ -134,15 +134,15 @@ def test_a_row_without_a_network_keeps_the_calibrated_network():
 def test_a_gpu_runs_at_the_lesser_of_its_system_nic_and_the_fabric_port():
     """The fabric sets switches and NICs; the system how fast a GPU drives them: HGX B200 and GB200 carry
     400G ConnectX-7 (50 GB/s), GB300 800G ConnectX-8 (100 GB/s). On XDR 800 (100 GB/s ports) that is 50,
-    50 and 100; a GB300 on NDR 400 runs at 50; a B200 on RoCE 400 at 50. A table's nic_gbps is a what-if
+    50 and 100; a GB300 on NDR 400 runs at 50; a B200 on RoCE 400 at 50. A table's nic_gbyte_s is a what-if
     and wins (B200 at 100 on XDR)."""
     table = _fixed(gpu=np.array(["b200", "gb200", "gb300", "gb300", "b200", "b200"]),
                    network=np.array(["ib-xdr-800", "ib-xdr-800", "ib-xdr-800", "ib-ndr-400", "roce-400", "ib-xdr-800"]),
                    n_gpus=np.full(6, 16128.0), tp=8, pp=14,
-                   nic_gbps=np.array([np.nan, np.nan, np.nan, np.nan, np.nan, 100.0]))
+                   nic_gbyte_s=np.array([np.nan, np.nan, np.nan, np.nan, np.nan, 100.0]))
     _, cols = prepare(table)
-    np.testing.assert_array_equal(cols["nic_gbps"], [50, 50, 100, 50, 50, 100])
-    np.testing.assert_array_equal(cols["net_port_gbps"], [100, 100, 100, 50, 50, 100])
+    np.testing.assert_array_equal(cols["nic_gbyte_s"], [50, 50, 100, 50, 50, 100])
+    np.testing.assert_array_equal(cols["net_port_gbyte_s"], [100, 100, 100, 50, 50, 100])
     out = objectives.evaluate(table)
     # one NIC per GPU at the dearer of the system's and the fabric's: a ConnectX-8 ($3,250) bought for a B200
     # on XDR still runs at 400G; a GB300 tray keeps its ConnectX-8 on NDR 400 ($3,250, not the fabric's $2,000)
@@ -151,7 +151,7 @@ def test_a_gpu_runs_at_the_lesser_of_its_system_nic_and_the_fabric_port():
     np.testing.assert_array_equal(priced["net_capex_nic_usd"], np.full(6, 16128 * 1000.0))
     # the collectives see the GPU's rate: 50 x 0.93 = 46.5 GB/s on the B200 row, 93 on the GB300 row
     cal = Calibration.load()
-    np.testing.assert_allclose(out["net_bw_out_gbps"][[0, 2]], [50 * cal.scaleout_eff, 100 * cal.scaleout_eff])
+    np.testing.assert_allclose(out["net_bw_out_gbyte_s"][[0, 2]], [50 * cal.scaleout_eff, 100 * cal.scaleout_eff])
 
 
 def test_the_nvlink_domain_is_the_systems_and_a_larger_one_is_a_priced_what_if():
@@ -199,4 +199,4 @@ def test_network_catalog_has_sources():
             assert e["value"] > 0, (nid, f)
             for key in re.findall(r"(?<![\w-])([SX]\d+)\b", e["source"]):
                 assert f"[{key}]" in sources, (nid, f, key)
-        assert "scaleup_size" not in spec and "nic_gbps" not in spec, nid  # the system's, not the fabric's
+        assert "scaleup_size" not in spec and "nic_gbyte_s" not in spec, nid  # the system's, not the fabric's

@@ -32,7 +32,7 @@ COLUMNS = [
     "gpu", "n_gpus", "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute",
     "sequence_parallel", "zero_stage", "tied_embeddings", "stack", "dropout",
     "measured_tokens_per_s_per_gpu", "measured_basis", "include", "exclude_reason",
-    "published_tflops_per_gpu", "published_mfu_pct", "notes",
+    "published_tflop_s_per_gpu", "published_mfu_pct", "notes",
 ]
 
 H100_BF16_PEAK = 989.0  # TFLOP/s; the peak the Megatron-Core README divides by for its MFU
@@ -334,7 +334,7 @@ def build(rows):
         tflops = fval(r["tflops_per_gpu"])
         mfu = fval(r["mfu_pct"])
         tok = fval(r["tokens_per_s_per_gpu"])
-        o["published_tflops_per_gpu"] = fmt_num(tflops, 1) if tflops is not None else ""
+        o["published_tflop_s_per_gpu"] = fmt_num(tflops, 1) if tflops is not None else ""
         o["published_mfu_pct"] = r["mfu_pct"] or ""
         swiglu = o["ffn_kind"] == "swiglu"
         basis = ""

@@ -21,10 +21,10 @@ def _next_domain(v: np.ndarray) -> np.ndarray:
 
 #: (name, what changes, columns, how): ``how`` maps the column's values to improved ones
 CHANGES: tuple[tuple[str, str, tuple[str, ...], Callable[[np.ndarray], np.ndarray]], ...] = (
-    ("HBM bandwidth", "gpu_hbm_tbps x1.1", ("gpu_hbm_tbps",), lambda v: v * 1.1),
-    ("scale-up bandwidth", "scaleup_gbps x1.1", ("scaleup_gbps",), lambda v: v * 1.1),
+    ("HBM bandwidth", "gpu_hbm_tbyte_s x1.1", ("gpu_hbm_tbyte_s",), lambda v: v * 1.1),
+    ("scale-up bandwidth", "scaleup_gbyte_s x1.1", ("scaleup_gbyte_s",), lambda v: v * 1.1),
     ("scale-up size", "scaleup_size to the next multiple of 8 >= x1.1", ("scaleup_size",), _next_domain),
-    ("NIC bandwidth", "nic_gbps x1.1", ("nic_gbps",), lambda v: v * 1.1),
+    ("NIC bandwidth", "nic_gbyte_s x1.1", ("nic_gbyte_s",), lambda v: v * 1.1),
     ("GEMM efficiency", "gpu_gemm_eff_* x1.1 (at most 1)", GEMM_EFF, lambda v: np.minimum(v * 1.1, 1.0)),
     ("server price", "server_usd_per_gpu x0.9", ("server_usd_per_gpu",), lambda v: v * 0.9),
     ("cloud price", "cloud_usd_per_gpu_hr x0.9", ("cloud_usd_per_gpu_hr",), lambda v: v * 0.9),

@@ -3,16 +3,16 @@
 Each number in ``gpus.yaml``, ``models.yaml``, ``networks.yaml``, ``storage.yaml`` and ``prices.yaml``
 carries its source; ``SOURCES.md`` lists them. A table row names a catalog id (``gpu: h100-sxm``,
 ``model: llama3-70b``, ``network: ib-ndr-400``, ``storage: pfs-large``) and gets that entry's numeric
-columns, except where the table already has the column: that is a what-if override (``gpu_hbm_tbps: 8``).
+columns, except where the table already has the column: that is a what-if override (``gpu_hbm_tbyte_s: 8``).
 
 GPUs are systems: each ``gpus.yaml`` entry is the GPU as sold in one platform (``system``: an HGX/DGX
 8-GPU server, a GB200/GB300 NVL72 rack), which fixes its NVLink domain (``scaleup_size``), its NIC
-(``nic_gbps``), its price, power and, for liquid-cooled racks, its facility price per MW. A table that
+(``nic_gbyte_s``), its price, power and, for liquid-cooled racks, its facility price per MW. A table that
 sets ``scaleup_size`` beyond the system's own asks a what-if: NVLink switches that extend the domain
 (priced by objectives.topology).
 
 Networks: a row that names a network gets its fabric (switches, optics, NICs) and runs each GPU at
-min(system NIC, fabric port ``net_port_gbps``), unless the table gives ``nic_gbps``; its one NIC per GPU
+min(system NIC, fabric port ``net_port_gbyte_s``), unless the table gives ``nic_gbyte_s``; its one NIC per GPU
 costs the dearer of the system's (``nic_usd``) and the fabric's (``net_nic_usd``). A row that names none
 (or leaves the cell blank) is costed as its GPU's natural fabric (:func:`natural_network`: InfiniBand at
 the GPU's NIC speed) and keeps the training model's calibrated network in the step-time model: its NIC
@@ -39,17 +39,18 @@ __all__ = ["GPU_FIELDS", "MODEL_FIELDS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DE
 HERE = Path(__file__).parent
 
 GPU_FIELDS = (
-    "gpu_bf16_tflops", "gpu_fp8_tflops", "gpu_fp4_tflops",
+    "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
     "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3",
-    "gpu_hbm_gb", "gpu_hbm_tbps", "scaleup_size", "scaleup_gbps", "scaleup_mesh", "nic_gbps", "nic_usd", "gpu_tdp_w",
+    "gpu_hbm_gb", "gpu_hbm_tbyte_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "nic_usd",
+    "gpu_tdp_w",
     "server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr", "facility_usd_per_mw",
 )
 NETWORK_FIELDS = (
-    "net_port_gbps", "net_switch_radix", "net_eff_rel", "net_hop_latency_s", "net_switch_usd",
+    "net_port_gbyte_s", "net_switch_radix", "net_eff_rel", "net_hop_latency_s", "net_switch_usd",
     "net_switch_w", "net_optic_usd", "net_optic_w", "net_cable_usd", "net_nic_usd",
 )
 STORAGE_FIELDS = (
-    "storage_unit_tb", "storage_unit_read_gbps", "storage_unit_write_gbps", "storage_unit_usd", "storage_unit_w",
+    "storage_unit_tb", "storage_unit_read_gbyte_s", "storage_unit_write_gbyte_s", "storage_unit_usd", "storage_unit_w",
     "storage_cloud_usd_per_tb_month",
 )
 #: the storage a row gets when it names none
@@ -143,18 +144,18 @@ def operating_defaults() -> dict[str, float]:
     return {name: _value(entry) for name, entry in raw.items()}
 
 
-def _natural_index(nic_gbps: np.ndarray) -> np.ndarray:
+def _natural_index(nic_gbyte_s: np.ndarray) -> np.ndarray:
     """Index into _NATURAL of each row's natural fabric (by NIC speed; NaN -> the fastest)."""
-    nic = np.asarray(nic_gbps, dtype=np.float64)
+    nic = np.asarray(nic_gbyte_s, dtype=np.float64)
     index = np.full(nic.shape, len(_NATURAL) - 1, dtype=np.intp)
     for limit, _ in _NATURAL[:-1]:  # a row at or under a limit is at least one fabric slower
         index -= nic <= limit
     return index
 
 
-def natural_network(nic_gbps: np.ndarray) -> np.ndarray:
+def natural_network(nic_gbyte_s: np.ndarray) -> np.ndarray:
     """The fabric a GPU ships for: InfiniBand at its NIC speed (object array of network ids)."""
-    return np.array([nid for _, nid in _NATURAL], dtype=object)[_natural_index(nic_gbps)]
+    return np.array([nid for _, nid in _NATURAL], dtype=object)[_natural_index(nic_gbyte_s)]
 
 
 def gpu_ids() -> list[str]:
@@ -262,17 +263,17 @@ def _rowwise(fn, n: int, *columns) -> np.ndarray:
 
 def _expand_network(cols: dict, out: dict) -> dict:
     """Network columns of every row: the named fabric, or the GPU's natural one (see the module doc); a
-    named fabric runs each GPU at min(system NIC, fabric port) unless the table gives ``nic_gbps``."""
+    named fabric runs each GPU at min(system NIC, fabric port) unless the table gives ``nic_gbyte_s``."""
     n = len(next(iter(cols.values())))
     catalog = networks()
     codes = _id_codes(cols, "network", catalog)
     named = codes >= 0
     if not named.all():
-        if "nic_gbps" not in out:
-            return {}  # no GPU and no NIC speed: prepare() reports the missing nic_gbps
+        if "nic_gbyte_s" not in out:
+            return {}  # no GPU and no NIC speed: prepare() reports the missing nic_gbyte_s
         names = list(catalog)
         to_catalog = np.array([names.index(nid) for _, nid in _NATURAL], dtype=np.intp)
-        nic = out["nic_gbps"]
+        nic = out["nic_gbyte_s"]
         if is_constant(nic) and is_constant(codes):
             natural = np.broadcast_to(to_catalog[_natural_index(nic[:1])], (n,))
             codes = natural if not named[0] else codes
@@ -284,10 +285,10 @@ def _expand_network(cols: dict, out: dict) -> dict:
     fields = NETWORK_FIELDS if keep.any() else tuple(f for f in NETWORK_FIELDS if f != "net_hop_latency_s")
     res = _lookup(codes, catalog, fields, cols)
     if named.any():  # the lesser of the system's NIC and the fabric's port (a missing one defers to the other)
-        system = out["nic_gbps"] if "nic_gbps" in out else np.nan
-        given = np.isfinite(np.asarray(cols["nic_gbps"], dtype=np.float64)) if "nic_gbps" in cols else False
-        res["nic_gbps"] = _rowwise(lambda s, p, code, g: np.where((code >= 0) & ~g, np.fmin(s, p), s), n, system,
-                                   res["net_port_gbps"], codes, given)
+        system = out["nic_gbyte_s"] if "nic_gbyte_s" in out else np.nan
+        given = np.isfinite(np.asarray(cols["nic_gbyte_s"], dtype=np.float64)) if "nic_gbyte_s" in cols else False
+        res["nic_gbyte_s"] = _rowwise(lambda s, p, code, g: np.where((code >= 0) & ~g, np.fmin(s, p), s), n, system,
+                                   res["net_port_gbyte_s"], codes, given)
     if "nic_usd" in out:  # one NIC per GPU: the dearer of the system's own and the fabric's; a table's stays
         given = np.isfinite(np.asarray(cols["net_nic_usd"], dtype=np.float64)) if "net_nic_usd" in cols else False
         res["net_nic_usd"] = _rowwise(lambda f, s, g: np.where(g, f, np.fmax(f, s)), n, res["net_nic_usd"],
@@ -295,7 +296,7 @@ def _expand_network(cols: dict, out: dict) -> dict:
     if not keep.all():  # unnamed rows: the calibrated NCCL latency covers the path
         res["net_hop_latency_s"] = np.where(keep, res["net_hop_latency_s"], 0.0) if keep.any() \
             else np.broadcast_to(0.0, (n,))
-    return {f: res[f] for f in NETWORK_FIELDS + ("nic_gbps",) if f in res}  # in catalog order
+    return {f: res[f] for f in NETWORK_FIELDS + ("nic_gbyte_s",) if f in res}  # in catalog order
 
 
 def expand(cols: dict, distinct: dict | None = None) -> dict:
