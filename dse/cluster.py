@@ -21,6 +21,7 @@ import numpy as np
 
 from dse.background import BackgroundProcess
 from dse.errors import UserError
+from dse.ray_auth import explain, join_with_token
 
 __all__ = ["Pool", "LocalPool", "RayPool", "open_pool", "split", "concat", "pack", "unpack", "ScoreFn",
            "keep_freed_memory"]
@@ -234,7 +235,8 @@ def open_pool(score: ScoreFn, *, use_ray: bool = True, workers: int | None = Non
     """A pool for one run (called once per run by :mod:`dse.sweep`).
 
     ``use_ray=False``: :class:`LocalPool`. Otherwise join Ray at ``address`` (``auto`` or ``ray://host:port``;
-    the ``dse`` and ``objectives`` packages travel with the job as ``py_modules``) or, without an address,
+    the ``dse`` and ``objectives`` packages travel with the job as ``py_modules``; a token-authenticated
+    cluster's token is found and presented by :mod:`dse.ray_auth`) or, without an address,
     reuse a Ray already started in this process or start an embedded local one. ``workers`` defaults to
     the CPUs Ray offers.
     """
@@ -259,10 +261,14 @@ def open_pool(score: ScoreFn, *, use_ray: bool = True, workers: int | None = Non
                 import dse
 
                 env = {} if in_job else {"runtime_env": {"py_modules": [dse, objectives]}}
+                token = join_with_token(address)  # the cluster's token, if it asks for one
+                where += f", {token}" if token else ""
                 ray.init(address=address, **env, **kwargs)
             else:
                 ray.init(num_cpus=max(workers or 0, os.cpu_count() or 1), **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError) as exc:
+            if address and explain(exc, address):
+                raise explain(exc, address) from None
             what = f"cannot join the Ray cluster at {address}" if address else "cannot start a local Ray"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UserError(f"{what}: {first}", where="--address" if address else "ray") from None

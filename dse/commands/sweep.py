@@ -2,7 +2,8 @@
 
 The space is validated before any work (a mistake is one line and exit 2). Designs are scored on Ray
 actors: an embedded local Ray by default, an existing cluster with ``--address auto`` or
-``--address ray://host:port``, or in this process with ``--no-ray``. Results go to
+``--address ray://host:port`` (a cluster with token authentication on is joined with its token, from
+``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``), or in this process with ``--no-ray``. Results go to
 ``results/<space>-<time>/`` (``--out`` to choose); ``--resume`` continues a stopped run without
 re-evaluating its finished trials.
 """
@@ -25,7 +26,8 @@ def add_parser(sub) -> None:
     p.add_argument("--trials", type=int, metavar="N", help="designs to evaluate (overrides search.trials)")
     p.add_argument("--seed", type=int, metavar="N", help="sampler seed (overrides search.seed)")
     p.add_argument("--workers", type=int, metavar="N", help="Ray actors (default: the CPUs Ray offers)")
-    p.add_argument("--address", metavar="ADDR", help="join a Ray cluster: 'auto' or 'ray://host:port'")
+    p.add_argument("--address", metavar="ADDR", help="join a Ray cluster: 'auto', 'host:port' or 'ray://host:port' "
+                   "(its token from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
     p.add_argument("--no-ray", action="store_true", help="evaluate in this process (tiny runs)")
     p.add_argument("--quiet", action="store_true", help="no progress line and no front table")
     p.set_defaults(run=run)
