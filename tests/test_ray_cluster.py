@@ -1,16 +1,20 @@
-"""A real two-node local Ray cluster (``ray start --head`` on loopback plus a second worker node), driven by
-``dse sweep --address`` in subprocesses: an actor killed mid-run is replaced and its chunk re-run, and a
-driver killed with SIGKILL mid-run is finished by ``dse sweep --resume`` with the same front as an
-uninterrupted run of the same seed.
+"""A real two-node local Ray cluster with token authentication on (``ray start --head`` on loopback plus a
+second worker node, both with ``RAY_AUTH_MODE=token`` and the cluster's token), driven by ``dse sweep
+--address`` in subprocesses that are given the token only (``RAY_AUTH_TOKEN``, or ``~/.ray/auth_token``),
+never ``RAY_AUTH_MODE``: an actor killed mid-run is replaced and its chunk re-run; a driver killed with
+SIGKILL mid-run is finished by ``dse sweep --resume`` with the same front as an uninterrupted run of the
+same seed; ``ray job submit`` runs a sweep on the cluster; a missing or wrong token is one line and exit 2.
 
-The cluster has its own ``--temp-dir`` and port and is stopped (every process that carries its
-``DSE_TEST_RAY`` mark, killed by PID) in the fixture's teardown; the drivers run as subprocesses, so the session's embedded Ray
-(``conftest.ray_session``) is never touched.
+The cluster has its own ``--temp-dir``, ``HOME`` and ports and is stopped in the fixture's teardown, also
+when a test fails: every process that carries its ``DSE_TEST_RAY`` mark (the nodes, the drivers, ``ray job
+submit``) and their descendants, killed by PID (``ray stop`` would stop every Ray of this user). The
+session's embedded Ray (``conftest.ray_session``) is never touched.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -54,11 +58,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(tmp: Path) -> dict:
-    env = dict(os.environ)
-    env.pop("RAY_ADDRESS", None)
+#: Ray's token-authentication variables (docs.ray.io, ray-security/token-auth)
+AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def _env(tmp: Path, **extra: str) -> dict:
+    """This cluster's environment: its mark, temp dir and an empty HOME (no ~/.ray/auth_token of the
+    user's), no Ray address or authentication setting inherited; ``extra`` on top."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", *AUTH_VARS)}
     # DSE_TEST_RAY marks every process of this cluster (inherited): the teardown kills exactly those
-    env.update(DSE_TEST_RAY=str(tmp), RAY_TMPDIR=str(tmp), PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
+    env.update(DSE_TEST_RAY=str(tmp), RAY_TMPDIR=str(tmp), HOME=str(tmp / "home"), PYTHONPATH=str(ROOT),
+               RAY_USAGE_STATS_ENABLED="0")
+    env.update(extra)
     return env
 
 
@@ -97,21 +108,40 @@ def _kill_cluster(tmp: Path) -> int:
 
 @pytest.fixture(scope="module")
 def cluster():
+    """The two nodes, token-authenticated: ``RAY_AUTH_MODE=token`` and the token in their environment
+    (a joining node asks for and presents the token only in token mode). Yields the address, the
+    dashboard's URL (``ray job submit``), the token and a driver's environment (the token alone)."""
     if not Path(RAY).exists():
         pytest.skip("the ray command line is not installed in this environment")
     tmp = Path(tempfile.mkdtemp(prefix="dse-ray-", dir="/tmp"))  # short: Ray's socket paths are limited
-    port = _free_port()
-    env = _env(tmp)
-    common = ["--num-cpus=1", f"--temp-dir={tmp}", "--disable-usage-stats"]
+    (tmp / "home").mkdir()
+    token = secrets.token_hex(32)
+    ports = set()
+    while len(ports) < 5:  # distinct: the GCS, the dashboard, Ray Client, each node's dashboard agent
+        ports.add(_free_port())
+    port, dashboard, client, agent_head, agent_worker = sorted(ports)
+    nodes = _env(tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    common = ["--num-cpus=1", f"--temp-dir={tmp}", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
     try:
-        subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                        "--include-dashboard=false", *common], env=env, check=True, capture_output=True, timeout=120)
-        subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", *common],
-                       env=env, check=True, capture_output=True, timeout=120)
-        yield {"address": f"127.0.0.1:{port}", "env": env, "tmp": tmp}
+        subprocess.run([RAY, "start", "--head", f"--port={port}", "--dashboard-host=127.0.0.1",
+                        f"--dashboard-port={dashboard}", f"--ray-client-server-port={client}",
+                        f"--dashboard-agent-listen-port={agent_head}", *common],
+                       env=nodes, check=True, capture_output=True, timeout=180)
+        subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", f"--dashboard-agent-listen-port={agent_worker}",
+                        *common], env=nodes, check=True, capture_output=True, timeout=180)
+        yield {"address": f"127.0.0.1:{port}", "dashboard": f"http://127.0.0.1:{dashboard}", "token": token,
+               "nodes_env": nodes, "env": _env(tmp, RAY_AUTH_TOKEN=token), "tmp": tmp}
     finally:
         _kill_cluster(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _token_file_env(cluster, home: Path) -> dict:
+    """A driver's environment whose token is in ``HOME/.ray/auth_token`` (written with a newline, as
+    ``echo`` writes it), not in the environment."""
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text(cluster["token"] + "\n")
+    return _env(cluster["tmp"], HOME=str(home))
 
 
 def _sweep(cluster, *args, **kw) -> subprocess.Popen:
@@ -181,7 +211,7 @@ def test_two_node_cluster_survives_an_actor_kill_and_a_driver_kill(cluster, tmp_
     committed = _parts(tmp_path / "driver")
     assert 4 <= committed < 20
     resumed = subprocess.Popen([*DSE, "sweep", "--resume", str(tmp_path / "driver"), "--address",
-                                cluster["address"], "--quiet"], cwd=ROOT, env=cluster["env"],
+                                cluster["address"], "--quiet"], cwd=ROOT, env=_token_file_env(cluster, tmp_path / "home"),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
@@ -196,3 +226,50 @@ def test_two_node_cluster_survives_an_actor_kill_and_a_driver_kill(cluster, tmp_
         pd.testing.assert_frame_equal(_front(tmp_path / "straight"), _front(tmp_path / name), check_dtype=False)
     print(f"\ntwo-node Ray: uninterrupted {t_straight:.1f}s, actor killed {t_actor:.1f}s, "
           f"driver killed after {committed} parts + resume {t_driver:.1f}s")
+
+
+@pytest.mark.parametrize("case", ["missing", "wrong", "wrong file", "mode disabled"])
+def test_a_missing_or_wrong_token_is_one_line(cluster, tmp_path, case):
+    """The cluster asks for its token: without it, with another one (from RAY_AUTH_TOKEN or from the file
+    RAY_AUTH_TOKEN_PATH names), or with RAY_AUTH_MODE=disabled here, the driver stops in one line that
+    names what to set, with exit status 2, before it joins."""
+    bad = tmp_path / "bad-token"
+    bad.write_text("0" * 64)
+    extra = {"missing": {}, "wrong": {"RAY_AUTH_TOKEN": "0" * 64}, "wrong file": {"RAY_AUTH_TOKEN_PATH": str(bad)},
+             "mode disabled": {"RAY_AUTH_TOKEN": cluster["token"], "RAY_AUTH_MODE": "disabled"}}[case]
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    proc = subprocess.run([*DSE, "sweep", str(space), "--address", cluster["address"], "--quiet", "--out",
+                           str(tmp_path / "run")], cwd=ROOT, env=_env(cluster["tmp"], **extra), capture_output=True,
+                          text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    prefix = f"dse sweep: error: --address: the Ray cluster at {cluster['address']} "
+    expected = {"missing": "requires its authentication token and none was found: set RAY_AUTH_TOKEN",
+                "wrong": "refused the authentication token from RAY_AUTH_TOKEN: set RAY_AUTH_TOKEN",
+                "wrong file": f"refused the authentication token from RAY_AUTH_TOKEN_PATH={bad}: set RAY_AUTH_TOKEN",
+                "mode disabled": "requires its authentication token, and RAY_AUTH_MODE=disabled here forbids"}[case]
+    assert lines[0].startswith(prefix + expected), lines[0]
+    assert not list((tmp_path / "run").glob("trials/part-*.parquet"))
+
+
+def test_ray_job_submit_runs_a_sweep_on_the_cluster(cluster, tmp_path):
+    """``ray job submit`` presents the token in token mode (RAY_AUTH_MODE=token and the token, as the
+    README says); the job's driver joins the two nodes through the RAY_ADDRESS the job sets, and scores
+    the same 32 trials as ``--no-ray`` in this process for the same seed."""
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    job = subprocess.run([RAY, "job", "submit", "--address", cluster["dashboard"], "--", sys.executable, "-m",
+                          "dse.cli", "sweep", str(space), "--trials", "32", "--out", str(tmp_path / "job")],
+                         cwd=ROOT, env=_env(cluster["tmp"], RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=cluster["token"]),
+                         capture_output=True, text=True, timeout=300)
+    assert job.returncode == 0 and "succeeded" in job.stdout, job.stdout[-3000:] + job.stderr[-3000:]
+    assert "32 designs on 2 Ray actors (Ray cluster at " in job.stdout, job.stdout[-3000:]
+    local = subprocess.run([*DSE, "sweep", str(space), "--trials", "32", "--no-ray", "--quiet", "--out",
+                            str(tmp_path / "local")], cwd=ROOT, env=_env(cluster["tmp"]), capture_output=True,
+                           text=True, timeout=300)
+    assert local.returncode == 0, local.stderr
+    ran, want = (pd.read_parquet(tmp_path / name / "trials").sort_values("trial").reset_index(drop=True)
+                 for name in ("job", "local"))
+    assert ran["trial"].tolist() == list(range(32))
+    pd.testing.assert_frame_equal(ran[DESIGN + OBJ], want[DESIGN + OBJ], check_dtype=False)
