@@ -2,8 +2,11 @@
 exit status 2, or in rows marked infeasible (exit 0), never in a traceback, a warning on stderr or a hang.
 
 Every example calls ``dse.cli.main`` in this process (``dse sweep --no-ray`` on a tiny space, ``dse
-evaluate`` on a three-row table). The number of inputs tried and of tracebacks seen is counted in
-:data:`conftest.HOSTILE` and printed in the session summary ("N generated bad inputs, 0 tracebacks").
+evaluate`` on a three-row table). Both generated tests run under the fixed hypothesis profile of
+``tests/conftest.py`` (derandomized, :data:`conftest.HOSTILE_EXAMPLES_PER_TEST` examples each, no
+deadline), so every run draws the same 1,000 inputs. The number of inputs tried and of tracebacks seen is
+counted in :data:`conftest.HOSTILE` and printed in the session summary ("1000 generated bad inputs ...,
+0 tracebacks").
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import os
 import shutil
 import signal
 import tempfile
@@ -24,15 +26,17 @@ import pytest
 import yaml
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from conftest import HOSTILE  # noqa: E402
+from conftest import HOSTILE, HOSTILE_EXAMPLES_PER_TEST, HYPOTHESIS_PROFILE  # noqa: E402
 from dse.cli import main  # noqa: E402
 
 #: per example: a bad input must be answered well within this (a hang fails the test)
 SLOW_S = 30.0
-EXAMPLES = int(os.environ.get("DSE_HOSTILE_EXAMPLES", "250"))
+#: the profile's settings, whatever profile the command line loads; every health check off (the strategies
+#: draw large, slow-to-build inputs on purpose)
+PROFILE = settings(settings.get_profile(HYPOTHESIS_PROFILE), suppress_health_check=list(HealthCheck))
 
 BASE_SPACE = {
     "name": "hostile",
@@ -184,8 +188,7 @@ def _check(command: str, rc: int, stderr: str, seconds: float, what: str) -> Non
         assert "Traceback" not in stderr and not any("Warning" in line for line in lines), f"{what}:\n{stderr}"
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
-          database=None, phases=[Phase.explicit, Phase.generate])
+@PROFILE
 @given(bad_spaces())
 def test_bad_spaces_end_in_one_line_or_infeasible_rows(case):
     kind, text = case
@@ -262,8 +265,7 @@ def bad_tables(draw):
     return kind, _csv(header, rows)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
-          database=None, phases=[Phase.explicit, Phase.generate])
+@PROFILE
 @given(bad_tables())
 def test_bad_design_tables_end_in_one_line_or_infeasible_rows(case):
     kind, text = case
@@ -301,3 +303,15 @@ def test_corrupt_run_directory_is_one_line(tmp_path):
     (run_dir / "run.json").write_text('{"status": "runn')
     rc, stderr, _ = _call(["sweep", "--resume", str(run_dir), "--no-ray", "--quiet"])
     assert rc == 2 and len(stderr.strip().splitlines()) == 1 and "run.json" in stderr
+
+
+def test_every_run_draws_the_same_number_of_inputs():
+    """After the two generated tests (pytest runs a module's tests in order): each drew exactly the
+    profile's ``max_examples`` (hypothesis stops early only when a strategy runs out of distinct inputs),
+    1,000 in all."""
+    if not (HOSTILE["spaces"] and HOSTILE["tables"]):
+        pytest.skip("the generated tests did not run in this session")
+    assert PROFILE.max_examples == settings.get_profile(HYPOTHESIS_PROFILE).max_examples == HOSTILE_EXAMPLES_PER_TEST
+    assert PROFILE.derandomize and PROFILE.deadline is None
+    assert HOSTILE["spaces"] == HOSTILE["tables"] == HOSTILE_EXAMPLES_PER_TEST
+    assert HOSTILE["spaces"] + HOSTILE["tables"] >= 1000
