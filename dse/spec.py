@@ -299,6 +299,8 @@ class _Checker:
                 self.fail(path, f"must be a number, not '{value}'")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(path, f"must be a number, not {_type(value)}")
+        if isinstance(value, int) and abs(value) > 1.7976931348623157e308:  # beyond float64: 10**400
+            self.fail(path, "must be a finite number, not an integer of more than 308 digits")
         if not math.isfinite(value):
             self.fail(path, f"must be a finite number, not {value}")
         if integer:
