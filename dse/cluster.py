@@ -267,8 +267,9 @@ def open_pool(score: ScoreFn, *, use_ray: bool = True, workers: int | None = Non
             else:
                 ray.init(num_cpus=max(workers or 0, os.cpu_count() or 1), **kwargs)
         except (ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError) as exc:
-            if address and explain(exc, address):
-                raise explain(exc, address) from None
+            explained = explain(exc, address) if address else None  # a missing or refused token
+            if explained is not None:
+                raise explained from None
             what = f"cannot join the Ray cluster at {address}" if address else "cannot start a local Ray"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UserError(f"{what}: {first}", where="--address" if address else "ray") from None

@@ -154,12 +154,15 @@ def join_with_token(address: str) -> str:
 
 def explain(exc: BaseException, address: str) -> UserError | None:
     """The one line for an authentication failure that ``ray.init(address=...)`` raised (a ``ray://``
-    client, or a token refused after the probe), or None for any other error."""
-    try:
-        from ray.exceptions import AuthenticationError
-    except ImportError:  # pragma: no cover - every Ray with token authentication has it
+    client, or ``RAY_AUTH_MODE=token`` here with no token at hand), or None for any other error."""
+    from ray.exceptions import AuthenticationError
+
+    text = str(exc)
+    if not (isinstance(exc, AuthenticationError) or "InvalidAuthToken" in text or "UNAUTHENTICATED" in text.upper()):
         return None
-    if isinstance(exc, AuthenticationError) or "InvalidAuthToken" in str(exc) or "Unauthenticated" in str(exc):
-        return UserError(f"the Ray cluster at {address} did not accept this process's authentication token: "
+    found = find_token()
+    if found is None:
+        return UserError(f"the Ray cluster at {address} asks for an authentication token and none was found: "
                          f"{_HOW}", where="--address")
-    return None
+    return UserError(f"the Ray cluster at {address} refused the authentication token from {found[1]}: {_HOW}",
+                     where="--address")
