@@ -109,7 +109,8 @@ def _numeric_columns() -> frozenset[str]:
 
 
 def _check_numbers(user: Columns) -> None:
-    """Raise InputError for a numeric column holding text that is not a number ('abc' where n_gpus goes)."""
+    """Raise InputError for a numeric column holding text that is not a number ('abc' where n_gpus goes);
+    text that means blank (' ', 'None') becomes NaN in ``user``, so the column converts to float."""
     for name in _numeric_columns() & set(user):
         value = user[name]
         if value.dtype.kind in "iufb":
@@ -123,6 +124,9 @@ def _check_numbers(user: Columns) -> None:
         row = _bad_row(bad)
         if row is not None:
             raise InputError(f"'{raw.iloc[row]}' is not a number", column=name, row=row)
+        if (blank & raw.notna()).any():  # text meaning blank (' ', 'None', a control character): NaN, as '' reads
+            cells = raw.where(~blank, np.nan).to_numpy(dtype=object)
+            user[name] = np.broadcast_to(cells, value.shape) if is_constant(value) else cells
 
 
 def _has_nan(values: np.ndarray) -> bool:
