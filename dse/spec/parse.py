@@ -1,69 +1,33 @@
-"""Spaces: parse and validate a ``spaces/*.yaml`` file into a :class:`Spec` before any work starts.
-
-A space declares the workload, the cluster dimensions to search, the mapping, the objectives, the
-constraints and the search settings::
-
-    name: gpt3-175b-gpus                 # optional, defaults to the file name
-    description: GPT-3 175B on 300B tokens across four GPU generations
-    workload:                            # fixed columns; ``model`` is a catalog id, the rest overrides
-      model: gpt3-175b
-      train_tokens: 300e9
-      global_batch: 1536
-    cluster:                             # any design-table column: a list, a range or a fixed value
-      gpu: [a100-sxm-80gb, h100-sxm]     #   a list of choices (catalog ids are checked)
-      n_gpus: {min: 1024, max: 16384, scale: pow2}   # a range: scale linear|log|pow2, optional step, type
-      gpu_hbm_tbyte_s: {min: 3.35, max: 8.0}         # a catalog field: a what-if override
-      network: ib-ndr-400                # a fixed value
-    mapping: auto                        # or {tp: [1, 2, 4, 8], recompute: [selective]} (restricted lists)
-    objectives:                          # one to three metric columns
-      - {metric: time_to_train_days, direction: min}
-      - tco_usd: min
-    constraints: ["power_mw <= 30", "n_gpus <= 16384"]   # any metric or input column against a number
-    search: {sampler: nsga2, trials: 4096, batch_size: 512, seed: 0}   # nsga2 | tpe | random | grid
-
-A mapping column may also be listed under ``cluster``: it is then searched by the outer level (Optuna)
-instead of enumerated per design.
-
-:func:`load_spec` reads the file (safe YAML), :func:`parse_spec` validates a mapping. Every mistake is a
-:class:`dse.errors.UserError` whose ``where`` is ``<file>: <key path>`` and whose message says what is
-valid; the CLI prints it as one line and exits 2. Validation needs the model's vocabulary (columns,
-metrics, catalog ids): :meth:`Vocabulary.from_objectives` reads it from the ``objectives`` package, and
-tests may pass their own.
-"""
+"""Reading a space file and validating it into a :class:`~dse.spec.schema.Spec`, one mistake one line."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from dse.errors import UserError
+from dse.spec.schema import (
+    DEFAULT_SEARCH,
+    RANGE_KEYS,
+    SAMPLERS,
+    SCALES,
+    SEARCH_KEYS,
+    TOP_KEYS,
+    Constraint,
+    Dimension,
+    Objective,
+    SearchSettings,
+    Spec,
+)
+from dse.spec.vocabulary import Vocabulary
 
-__all__ = [
-    "Vocabulary",
-    "Dimension",
-    "Objective",
-    "Constraint",
-    "SearchSettings",
-    "Spec",
-    "SAMPLERS",
-    "load_spec",
-    "parse_spec",
-]
+__all__ = ["load_spec", "parse_spec"]
 
-SAMPLERS = ("nsga2", "tpe", "random", "grid")
-SCALES = ("linear", "log", "pow2")
-TOP_KEYS = ("name", "description", "workload", "cluster", "mapping", "objectives", "constraints", "search")
-SEARCH_KEYS = ("sampler", "trials", "batch_size", "seed")
-RANGE_KEYS = ("min", "max", "scale", "step", "type")
-DEFAULT_SEARCH = {"sampler": "nsga2", "trials": 2048, "batch_size": 512, "seed": 0}
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$")
 
 
@@ -71,204 +35,6 @@ def _short_list(values: Sequence[str], limit: int = 40) -> str:
     values = list(values)
     text = ", ".join(values[:limit])
     return text + (f", ... ({len(values)} in all)" if len(values) > limit else "")
-
-
-# ----------------------------------------------------------------------------------------------------
-# what the model understands
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    """What a space may name: design-table input columns, metric columns, catalog ids and labels.
-
-    Built once per validation, from the ``objectives`` package (:meth:`from_objectives`) or by tests.
-    """
-
-    input_columns: frozenset[str]
-    metrics: Mapping[str, str]
-    mapping_columns: tuple[str, ...]
-    catalog_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    integer_columns: frozenset[str] = frozenset()
-    #: column -> {id taken out of the catalog: what to use instead}
-    removed_ids: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    #: column renamed for its unit -> what to say ("was renamed 'nic_gbyte_s' (GB/s)")
-    renamed_columns: Mapping[str, str] = field(default_factory=dict)
-    required: tuple[str, ...] = ("gpu", "n_gpus", "global_batch")
-
-    def is_text(self, column: str) -> bool:
-        """True for a column whose values are names (a catalog id or a label), not numbers."""
-        return column in self.catalog_ids or column in self.labels
-
-    @classmethod
-    def from_objectives(cls) -> "Vocabulary":
-        """The vocabulary of the installed ``objectives`` package (called once per :func:`load_spec`)."""
-        import objectives
-        from objectives import catalog, pipeline
-        from objectives.renamed import renamed_note
-        from objectives.table import CATEGORIES
-
-        inputs = getattr(objectives, "INPUT_COLUMNS", None)
-        if inputs is None:
-            inputs = (
-                set(pipeline.REQUIRED) | set(pipeline.DEFAULTS) | set(catalog.GPU_FIELDS) | set(catalog.MODEL_FIELDS)
-                | set(objectives.MAPPING_COLUMNS) | set(CATEGORIES)
-                | {"model", "gpu", "n_gpus", "global_batch", "train_tokens", "d_head", "network", "storage"}
-            )
-        ids: dict[str, tuple[str, ...]] = {"gpu": tuple(catalog.gpu_ids()), "model": tuple(catalog.model_ids())}
-        for name in ("network", "storage"):
-            getter = getattr(catalog, f"{name}_ids", None)
-            if getter is not None:
-                ids[name] = tuple(getter())
-        return cls(
-            input_columns=frozenset(inputs),
-            metrics=dict(objectives.METRICS),
-            mapping_columns=tuple(objectives.MAPPING_COLUMNS),
-            catalog_ids=ids,
-            labels={k: tuple(v) for k, v in CATEGORIES.items()},
-            integer_columns=frozenset(getattr(pipeline, "INTEGER_COLUMNS", ())) | {"zero_stage", "sequence_parallel"},
-            removed_ids=dict(getattr(catalog, "REMOVED", {})),
-            renamed_columns={old: renamed_note(old) for old in objectives.RENAMED_COLUMNS},
-        )
-
-
-# ----------------------------------------------------------------------------------------------------
-# the parsed space
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """One design-table column of the outer (cluster) level.
-
-    ``kind`` is ``choice`` (``values`` lists the choices), ``int`` or ``float`` (a range from ``low`` to
-    ``high``, optionally ``log`` and with a ``step``; int for whole-number columns unless ``type`` says), ``pow2`` (the powers of two from ``low`` to
-    ``high``) or ``fixed`` (``values`` holds the one value).
-    """
-
-    name: str
-    kind: str
-    values: tuple = ()
-    low: float | None = None
-    high: float | None = None
-    log: bool = False
-    step: float | None = None
-
-    @property
-    def searched(self) -> bool:
-        return self.kind != "fixed" and not (self.kind == "choice" and len(self.values) == 1)
-
-
-@dataclass(frozen=True)
-class Objective:
-    """A metric column to minimize or maximize."""
-
-    metric: str
-    direction: str  # "min" or "max"
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """``column op bound``; :meth:`violation` is > 0 where violated, relative to the bound's size."""
-
-    column: str
-    op: str
-    bound: float
-
-    @property
-    def text(self) -> str:
-        return f"{self.column} {self.op} {self.bound:g}"
-
-    def violation(self, values):
-        """Signed violation (<= 0 satisfied), scaled by ``|bound|`` so constraints add up fairly."""
-        import numpy as np
-
-        scale = abs(self.bound) if self.bound != 0 else 1.0
-        v = np.asarray(values, dtype=np.float64)
-        out = (v - self.bound) / scale if self.op in ("<=", "<") else (self.bound - v) / scale
-        return np.where(np.isnan(out), np.inf, out)
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """How Optuna searches: sampler, total trials, designs per ask (an NSGA-II generation), seed."""
-
-    sampler: str = "nsga2"
-    trials: int = 2048
-    batch_size: int = 512
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A validated space. ``raw`` is the mapping as given; :meth:`resolved` the normalized form."""
-
-    name: str
-    source: str
-    workload: Mapping[str, Any]
-    dimensions: tuple[Dimension, ...]
-    mapping: Mapping[str, tuple]
-    objectives: tuple[Objective, ...]
-    constraints: tuple[Constraint, ...]
-    search: SearchSettings
-    description: str = ""
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
-    text: str = field(default="", compare=False)
-
-    def resolved(self) -> dict[str, Any]:
-        """The space with every default filled in, as plain JSON-able data (for run.json)."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "workload": dict(self.workload),
-            "cluster": {d.name: _dimension_json(d) for d in self.dimensions},
-            "mapping": {k: list(v) for k, v in self.mapping.items()} or "auto",
-            "objectives": [asdict(o) for o in self.objectives],
-            "constraints": [c.text for c in self.constraints],
-            "search": asdict(self.search),
-        }
-
-    @property
-    def space_hash(self) -> str:
-        """Hash of everything that decides which designs are proposed and how they score.
-
-        Excludes the name, the description and ``search.trials``, so a run can be resumed with more trials.
-        """
-        r = self.resolved()
-        r.pop("name"), r.pop("description")
-        r["search"] = {k: v for k, v in r["search"].items() if k != "trials"}
-        blob = json.dumps(r, sort_keys=True, default=str, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    @property
-    def directions(self) -> list[str]:
-        return [o.direction for o in self.objectives]
-
-    def with_search(self, **changes) -> "Spec":
-        """A copy with some search settings changed (``trials``, ``seed``, ...), as the CLI flags ask."""
-        from dataclasses import replace
-
-        return replace(self, search=replace(self.search, **changes))
-
-
-def _dimension_json(d: Dimension) -> Any:
-    if d.kind == "fixed":
-        return d.values[0]
-    if d.kind == "choice":
-        return list(d.values)
-    out: dict[str, Any] = {"min": d.low, "max": d.high}
-    if d.kind == "pow2":
-        out["scale"] = "pow2"
-    else:
-        out["type"] = d.kind
-        if d.log:
-            out["scale"] = "log"
-        if d.step is not None:
-            out["step"] = d.step
-    return out
-
-
-# ----------------------------------------------------------------------------------------------------
-# parsing
 
 
 class _Checker:
