@@ -18,43 +18,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import BaseDistribution
 
+from dse.space.dimensions import distribution, grid_values, param_name
 from dse.spec import Dimension, Spec
 
-__all__ = ["Space", "param_name"]
-
-
-def param_name(dim: Dimension) -> str:
-    """The Optuna parameter name of a searched dimension."""
-    return f"log2({dim.name})" if dim.kind == "pow2" else dim.name
-
-
-def _distribution(dim: Dimension) -> BaseDistribution:
-    if dim.kind == "choice":
-        return CategoricalDistribution(list(dim.values))
-    if dim.kind == "pow2":
-        return IntDistribution(int(round(np.log2(dim.low))), int(round(np.log2(dim.high))))
-    if dim.kind == "int":
-        return IntDistribution(int(dim.low), int(dim.high), log=dim.log, step=int(dim.step or 1))
-    if dim.kind == "float":
-        return FloatDistribution(float(dim.low), float(dim.high), log=dim.log, step=dim.step)
-    raise ValueError(f"dimension {dim.name} of kind {dim.kind} is not searched")
-
-
-def _grid_values(dim: Dimension) -> list:
-    if dim.kind == "choice":
-        return list(dim.values)
-    if dim.kind == "pow2":
-        return list(range(int(round(np.log2(dim.low))), int(round(np.log2(dim.high))) + 1))
-    if dim.kind == "int":
-        if dim.log:
-            return sorted({int(v) for v in np.unique(np.round(np.geomspace(dim.low, dim.high, 16)))})
-        return list(range(int(dim.low), int(dim.high) + 1, int(dim.step or 1)))
-    if dim.kind == "float" and dim.step is not None:
-        n = int(round((dim.high - dim.low) / dim.step))
-        return [float(round(dim.low + i * dim.step, 12)) for i in range(n + 1)]
-    raise ValueError(f"dimension {dim.name} is continuous: it has no grid")
+__all__ = ["Space"]
 
 
 class Space:
@@ -72,7 +41,7 @@ class Space:
             if len(values) == 1:
                 self.constants[name] = values[0]
         #: Optuna parameter name -> distribution, in the order of the space file
-        self.distributions: dict[str, BaseDistribution] = {param_name(d): _distribution(d) for d in self.searched}
+        self.distributions: dict[str, BaseDistribution] = {param_name(d): distribution(d) for d in self.searched}
         self._dims = {param_name(d): d for d in self.searched}
 
     # -- the mapping level -------------------------------------------------------------------------
@@ -124,7 +93,7 @@ class Space:
 
     def grid(self) -> dict[str, list]:
         """Parameter name -> every value, for ``optuna.samplers.GridSampler`` (ValueError if continuous)."""
-        return {name: _grid_values(dim) for name, dim in self._dims.items()}
+        return {name: grid_values(dim) for name, dim in self._dims.items()}
 
     def grid_size(self) -> int:
         """Number of designs on the grid (1 when nothing is searched)."""
