@@ -85,7 +85,7 @@ def model_check(spec) -> float:
     of any actor speed-up here."""
     import multiprocessing as mp
 
-    from dse.samplers import sample_uniform
+    from dse.study.samplers import sample_uniform
     from dse.space import Space
 
     from dse.cluster import keep_freed_memory
@@ -105,7 +105,7 @@ def interleaved(spec, score) -> None:
     so that a drift of the host's speed (minutes here) hits both alike. Prints the designs per second of
     each kind of batch (the wall time of the loop's iteration that scores it: ask, table, submit, the
     previous batch's commit, score, tell, record, send) and their ratio."""
-    import dse.sweep
+    import dse.sweep.loop
     from dse.cluster import RayPool, unpack
 
     class AlternatingPool(RayPool):
@@ -136,14 +136,14 @@ def interleaved(spec, score) -> None:
 
     times: list[dict[str, float]] = []
     model: list[float] = []
-    real_open_pool = dse.sweep.open_pool
-    dse.sweep.open_pool = AlternatingPool
+    real_open_pool = dse.sweep.loop.open_pool
+    dse.sweep.loop.open_pool = AlternatingPool
     try:
         with tempfile.TemporaryDirectory() as tmp:
             result = run(spec, evaluate_fn=score, run_dir=Path(tmp) / "run", use_ray=True, cache_designs=False,
                          on_batch=lambda i, bt: times.append(dict(bt)))
     finally:
-        dse.sweep.open_pool = real_open_pool
+        dse.sweep.loop.open_pool = real_open_pool
     n = spec.search.batch_size
     # iteration b: start(b) (ask, table, submit), commit(b-1) (write, progress), tell(b) (score, tell), send(b)
     wall = [sum(times[b][k] for k in ("ask", "table", "score", "tell", "record", "send"))

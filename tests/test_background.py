@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dse.background import BackgroundError, BackgroundProcess
+from dse.sweep.background import BackgroundError, BackgroundProcess
 
 
 def test_calls_run_in_a_child_in_order_and_return_their_results():
@@ -78,8 +78,9 @@ def test_a_run_whose_writer_is_killed_loses_no_part(ray_session, vocab, tmp_path
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    import dse.cluster
-    from dse.store import STUDY_NAME, RunStore
+    import dse.sweep.writer
+    from dse.store import RunStore
+    from dse.study import STUDY_NAME
     from dse.sweep import run
     from test_sweep import DESIGN, OBJ, parts_frame, toy_score, toy_spec
 
@@ -95,7 +96,7 @@ def test_a_run_whose_writer_is_killed_loses_no_part(ray_session, vocab, tmp_path
             os.kill(made[0].pid, signal.SIGKILL)
             made[0]._proc.wait()
 
-    monkeypatch.setattr(dse.cluster, "BackgroundProcess", Recorded)
+    monkeypatch.setattr(dse.sweep.writer, "BackgroundProcess", Recorded)
     spec = toy_spec(vocab, trials=256, batch_size=64)
     result = run(spec, evaluate_fn=toy_score, run_dir=tmp_path / "r", use_ray=True, workers=1,
                  on_batch=kill_after_first)

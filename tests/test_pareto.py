@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dse.pareto import front_table, hypervolume, nondominated_mask, nondominated_rank, reference_point, to_minimization
+from dse.store.pareto import front_table, hypervolume, nondominated_mask, nondominated_rank, reference_point, to_minimization
 
 
 def brute_mask(F: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""dse.ray_auth against a stand-in GCS: which token a driver finds, when it turns token mode on, and the
+"""dse.cluster.ray_auth against a stand-in GCS: which token a driver finds, when it turns token mode on, and the
 one line it gives when the token is missing or refused.
 
 The stand-in is a gRPC server that answers Ray's ``NodeInfoGcsService.GetClusterId`` as a token-authenticated
@@ -18,7 +18,7 @@ grpc = pytest.importorskip("grpc")
 pytest.importorskip("ray")
 from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc  # noqa: E402
 
-from dse import ray_auth  # noqa: E402
+from dse.cluster import ray_auth  # noqa: E402
 from dse.errors import UserError  # noqa: E402
 
 TOKEN = "0123456789abcdef" * 4

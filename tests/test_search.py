@@ -11,11 +11,10 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from conftest import TOY_SPACE, toy_score
-from dse.samplers import BatchNSGAIISampler
-from dse.search import Searcher
-from dse.store import STUDY_NAME
 from dse.space import Space
 from dse.spec import parse_spec
+from dse.study import STUDY_NAME, JournalMirror, Searcher
+from dse.study.samplers import GENERATION_KEY
 
 
 def make(vocab, tmp_path=None, **search):
@@ -23,8 +22,10 @@ def make(vocab, tmp_path=None, **search):
     raw["search"].update(search)
     spec = parse_spec(raw, source="toy.yaml", vocab=vocab)
     space = Space(spec)
-    journal = tmp_path / "study.journal" if tmp_path is not None else None
-    return spec, space, Searcher(space, spec.search, spec.directions, journal_path=journal)
+    searcher = Searcher(space, spec.search, spec.directions)
+    if tmp_path is not None:  # the run's journal, as the sweep keeps it beside the searcher
+        searcher.journal = JournalMirror(tmp_path / "study.journal", searcher.directions, space.distributions)
+    return spec, space, searcher
 
 
 def step(searcher: Searcher, space: Space, n: int, index: int):
@@ -39,8 +40,7 @@ def test_each_batch_is_one_nsga2_generation(vocab):
     spec, space, s = make(vocab, batch_size=16)
     for b in range(3):
         step(s, space, 16, b)
-    key = BatchNSGAIISampler._get_generation_key()
-    gens = [t.system_attrs[key] for t in s.study.trials]
+    gens = [t.system_attrs[GENERATION_KEY] for t in s.study.trials]
     assert gens == [0] * 16 + [1] * 16 + [2] * 16
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in s.study.trials)
 
@@ -100,7 +100,7 @@ def test_children_inherit_are_new_and_stay_in_bounds(vocab):
 def test_polynomial_mutation_respects_kind_and_bounds():
     from optuna.distributions import FloatDistribution, IntDistribution
 
-    from dse.samplers.nsga2 import _polynomial_mutation
+    from dse.study.samplers.variation import _polynomial_mutation
 
     rng = np.random.RandomState(0)
     for dist, x in [(IntDistribution(3, 12), 12.0), (FloatDistribution(1.0, 4.0, step=0.5), 1.0),
@@ -132,6 +132,7 @@ def test_restore_continues_exactly_and_repairs_the_journal(vocab, tmp_path):
     shutil.copy(tmp_path / "a" / "study.journal", tmp_path / "b" / "study.journal")
     _, space_b, b = make(vocab, tmp_path / "b", batch_size=20)
     assert b.restore(records) == 60
+    b.journal.agree(records, b.study.get_trials(deepcopy=False))
     assert [t.values for t in b.study.trials] == [t.values for t in a.study.trials[:60]]
     assert step(b, space_b, 20, 3)[1] == expected  # the resumed search proposes what the first would have
 
@@ -161,7 +162,7 @@ def test_journal_lines_from_a_record_are_what_optuna_writes(vocab, tmp_path, sam
     the records Optuna's own JournalStorage writes for the same finished trials and study attributes."""
     import json
 
-    from dse.store import journal_lines
+    from dse.study import journal_lines
 
     spec, space, s = make(vocab, tmp_path, batch_size=12, sampler=sampler)
     s.journal.append(s.record(step(s, space, 12, 0)[0]))
@@ -170,7 +171,7 @@ def test_journal_lines_from_a_record_are_what_optuna_writes(vocab, tmp_path, sam
     values[0, 0], values[1, 1] = np.inf, np.nan  # told as the worst value: Infinity in the JSON
     s.tell(trials, values, {"model": np.linspace(-1, 1, 12)})
     record = s.record(trials)
-    target = s.journal_target()
+    target = s.journal.target()
     ours = [json.loads(line) for line in journal_lines(record, target.worker_id, target.study_id,
                                                        target.distributions_json)]
 
@@ -211,12 +212,12 @@ def test_a_batch_appended_again_is_in_the_journal_once(vocab, tmp_path):
     spec, space, s = make(vocab, tmp_path, batch_size=10)
     s.journal.append(s.record(step(s, space, 10, 0)[0]))
     record = s.record(step(s, space, 10, 1)[0])
-    target = s.journal_target()
+    target = s.journal.target()
     size = target.append(record)
     with open(tmp_path / "study.journal", "ab") as f:
         f.write(b'{"op_code":4,"torn')  # a first try cut short
     assert target.append(record) == size
-    s.journal_appended(size)
+    s.journal.appended(size)
     loaded = optuna.load_study(study_name=STUDY_NAME, storage=JournalStorage(JournalFileBackend(str(tmp_path / "study.journal"))))
     assert [t.number for t in loaded.trials] == list(range(20))
     assert [t.params for t in loaded.trials] == [t.params for t in s.study.trials]

@@ -96,7 +96,8 @@ def test_a_batch_written_by_the_writer_reads_back_its_record_and_journal(tmp_pat
     from optuna.study import StudyDirection
 
     from dse.cluster import pack
-    from dse.store import EncodedRecord, JournalMirror, write_batch
+    from dse.study import EncodedRecord, JournalMirror
+    from dse.sweep.writer import write_batch
 
     record = {"number": [0, 1, 2], "params": {"tp": [0, 2, 1], "hbm": [3.25, 8.0, 1e-05]},
               "values": [[1.5, float("inf")], [2.0, 3.0], [0.1, 7.0]],

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from conftest import TOY_SPACE, toy_score, toy_vocabulary
-from dse.pareto import to_minimization
+from dse.store.pareto import to_minimization
 from dse.spec import parse_spec
 from dse.store import RunStore, read_metadata
 from dse.sweep import run
@@ -106,29 +106,29 @@ def test_a_killed_actor_is_restarted_and_loses_nothing(vocab, tmp_path, ray_sess
                                   parts_frame(result.run_dir)[["trial"] + DESIGN + OBJ])
 
 
-def test_parts_are_written_by_a_writer_beside_the_driver(ray_session):
-    from dse.cluster import open_pool
+def test_parts_are_written_by_a_writer_beside_the_driver():
+    from dse.sweep.writer import open_writer
 
-    pool = open_pool(toy_score, workers=1)
+    writer = open_writer(in_process=False)  # a run on Ray
     try:  # another process, on the driver's node (so the same files)
-        assert pool.background(os.getpid)() != os.getpid()
+        assert writer.call(os.getpid)() != os.getpid()
     finally:
-        pool.close()
-    assert open_pool(toy_score, use_ray=False).background(os.getpid)() == os.getpid()
+        writer.close()
+    assert open_writer(in_process=True).call(os.getpid)() == os.getpid()
 
 
 def test_a_lost_writer_costs_no_part(vocab, tmp_path, monkeypatch):
     """A writer that fails for good (its restarts spent): the driver writes the part itself."""
-    import dse.sweep
-    from dse.cluster import LocalPool
+    import dse.sweep.loop
+    from dse.sweep.writer import InlineWriter
 
-    class LostWriter(LocalPool):
-        def background(self, fn, *args):
+    class LostWriter(InlineWriter):
+        def call(self, fn, *args):
             def wait():
                 raise RuntimeError("the writer process died")
             return wait
 
-    monkeypatch.setattr(dse.sweep, "open_pool", lambda score, **kw: LostWriter(score))
+    monkeypatch.setattr(dse.sweep.loop, "open_writer", lambda in_process: LostWriter())
     spec = toy_spec(vocab, trials=192, batch_size=64)
     result = run(spec, evaluate_fn=toy_score, run_dir=tmp_path / "r", use_ray=False)
     monkeypatch.undo()

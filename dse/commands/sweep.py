@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from dse.progress import Progress, front_text
+    from dse.sweep.progress import Progress, front_text
     from dse.space import Space
     from dse.spec import load_spec
     from dse.sweep import run as sweep

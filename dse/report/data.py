@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import UserError
-from dse.pareto import front_table
+from dse.store.pareto import front_table
 
 #: metrics the front table shows beside the objectives (when the run has them)
 TABLE_METRICS = ("time_to_train_days", "tco_usd", "mfu", "hbm_used_gb", "goodput", "power_mw", "step_time_s",

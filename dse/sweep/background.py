@@ -1,16 +1,15 @@
-"""A child process of the driver that runs function calls one at a time, in order: the engine's writer.
+"""A child process of the driver that runs function calls one at a time, in order: the sweep's writer.
 
-The engine hands each told batch's Parquet part and journal records to it (:meth:`dse.cluster.Pool.background`)
-and goes on asking the next batch; the child writes them on the core the ask leaves idle, off the
-driver's GIL, and the driver waits for the result when it commits the batch.
+The sweep hands each told batch's Parquet part and journal records to it (:mod:`dse.sweep.writer`) and
+goes on asking the next batch; the child writes them on the core the ask leaves idle, off the driver's
+GIL, and the driver waits for the result when it commits the batch.
 
 Why a plain child process and not a Ray actor: it always runs on the driver's machine, where the run's
-files are (also for a ``ray://`` client), and a call reaches it through a pipe in about a millisecond. A
-call of a Ray actor with a part's 800 KB of columns went through Ray's object store and started 8-20 ms
-after the call on two busy cores: most of the idle time the writer had before the workers started the
-next batch. The child is started with ``python -m dse.background`` (no re-import of the caller's
-``__main__``, as ``multiprocessing``'s spawn would do) and talks over two pipes with
-``multiprocessing.connection`` framing (pickle, numpy buffers out of band).
+files are (also for a ``ray://`` client), and a call reaches it through a pipe, without Ray's object store
+and task scheduling on the way (docs/performance.md has what that saves). The child is started with
+``python -c`` importing this module (no re-import of the caller's ``__main__``, as ``multiprocessing``'s
+spawn would do) and talks over two pipes with ``multiprocessing.connection`` framing (pickle, numpy
+buffers out of band).
 
 When each method is called: the constructor once per run (it starts the child, which imports the writing
 code while the workers start), :meth:`BackgroundProcess.call` once per batch, the function it returns once
@@ -38,13 +37,13 @@ class BackgroundError(RuntimeError):
 class BackgroundProcess:
     """A child process that runs ``fn(*args)`` calls in the order they are made (see the module doc)."""
 
-    def __init__(self, preload: str = "dse.store"):
+    def __init__(self, preload: str = "dse.sweep.writer") -> None:
         from_driver, to_child = os.pipe()  # (read end, write end)
         from_child, to_driver = os.pipe()
-        package_root = str(Path(__file__).resolve().parent.parent)  # dse importable in the child
+        package_root = str(Path(__file__).resolve().parents[2])  # dse importable in the child
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "dse.background", str(from_driver), str(to_driver), preload],
+            [sys.executable, "-c", _CHILD, str(from_driver), str(to_driver), preload],
             pass_fds=(from_driver, to_driver), stdin=subprocess.DEVNULL, env=env)
         os.close(from_driver)
         os.close(to_driver)
@@ -147,5 +146,10 @@ def _serve(from_driver: int, to_driver: int, preload: str) -> int:
             continue
 
 
-if __name__ == "__main__":
-    sys.exit(_serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else ""))
+def _main(argv: list[str]) -> int:
+    """The child's entry point (:data:`_CHILD`): ``FROM_DRIVER TO_DRIVER [PRELOAD]``."""
+    return _serve(int(argv[0]), int(argv[1]), argv[2] if len(argv) > 2 else "")
+
+
+#: the child's program (``python -c``): this module's :func:`_main` on its arguments
+_CHILD = "import sys; from dse.sweep.background import _main; sys.exit(_main(sys.argv[1:]))"

@@ -1,8 +1,10 @@
 """Samplers of the outer search, one file per sampler (as in ``optuna.samplers``).
 
-:func:`make_sampler` is called by :meth:`dse.search.Searcher.ask` before every batch and returns a fresh
-sampler seeded with :func:`batch_seed`: NSGA-II (:mod:`dse.samplers.nsga2`, the default), TPE and random
-(Optuna's own), or the exhaustive grid (:mod:`dse.samplers.grid`).
+:func:`make_sampler` is called by :meth:`dse.study.Searcher.ask` before every batch and returns a fresh
+sampler seeded with :func:`batch_seed`: NSGA-II (:mod:`~dse.study.samplers.nsga2`, the default; its
+bookkeeping in :mod:`~dse.study.samplers.generations`, its variation in
+:mod:`~dse.study.samplers.variation`), TPE and random (Optuna's own), or the exhaustive grid
+(:mod:`~dse.study.samplers.grid`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import optuna
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.study import StudyDirection
 
-from dse.samplers.grid import BatchGridSampler
-from dse.samplers.nsga2 import BatchNSGAIISampler, GenerationIndex, VectorizedChildGeneration, sample_uniform
 from dse.space import Space
 from dse.spec import SearchSettings
+from dse.study.samplers.generations import GenerationIndex
+from dse.study.samplers.grid import BatchGridSampler
+from dse.study.samplers.nsga2 import GENERATION_KEY, BatchNSGAIISampler
+from dse.study.samplers.variation import VectorizedChildGeneration, sample_uniform, uniform_params
 
-__all__ = ["make_sampler", "batch_seed", "sample_uniform", "BatchNSGAIISampler", "BatchGridSampler", "GenerationIndex",
-           "VectorizedChildGeneration"]
+__all__ = ["make_sampler", "batch_seed", "sample_uniform", "uniform_params", "BatchNSGAIISampler", "BatchGridSampler",
+           "GenerationIndex", "GENERATION_KEY", "VectorizedChildGeneration"]
 
 
 def batch_seed(seed: int, batch_index: int) -> int:
@@ -32,7 +36,7 @@ def batch_seed(seed: int, batch_index: int) -> int:
 def make_sampler(settings: SearchSettings, space: Space, batch_index: int,
                  directions: Sequence[StudyDirection], generations: GenerationIndex | None = None,
                  seen: set | None = None) -> BaseSampler:
-    """The sampler for one batch (called by :meth:`Searcher.ask` before every batch).
+    """The sampler for one batch (called by :meth:`dse.study.Searcher.ask` before every batch).
 
     Samplers keep no state of their own between batches (the study holds it), so a fresh one seeded
     with :func:`batch_seed` makes every batch reproducible, also after a resume.

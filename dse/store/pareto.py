@@ -2,8 +2,9 @@
 
 Everything here works on an ``(n, m)`` float array ``F`` of objective values where smaller is better in
 every column; :func:`to_minimization` turns a table with ``min``/``max`` directions into that form.
-Used by :mod:`dse.sweep` after every batch (current front size, ``pareto.parquet``), by the tests (the
-exhaustive front against a brute-force one) and by the search-quality benchmark (hypervolume ratio).
+Used by the sweep after every batch (:mod:`dse.store.front`: the current front, ``pareto.parquet``), by the
+report, by the tests (the exhaustive front against a brute-force one) and by the search-quality benchmark
+(hypervolume ratio).
 
 Conventions (those of pymoo and Optuna): a point ``a`` dominates ``b`` when ``a <= b`` in every objective
 and ``a < b`` in at least one. Equal points do not dominate each other, so duplicates share a rank.
