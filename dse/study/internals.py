@@ -26,8 +26,9 @@ here is what a study driven in whole batches needs and the public API does not g
   deep copy (NSGA-II's parent lists grow with the run), and a trial's generation, stored as
   ``BaseGASampler.get_trial_generation`` stores it.
 - :func:`fast_non_domination_rank`, :func:`crowding_distance_sort`: NSGA-II's survival, Optuna's own
-  functions (``optuna.study._multi_objective``, ``optuna.samplers.nsgaii._elite_population_selection_strategy``),
-  so that the batch sampler selects exactly as ``NSGAIISampler`` does.
+  functions (``_fast_non_domination_rank`` of ``optuna.study._multi_objective``, ``_crowding_distance_sort``
+  of ``optuna.samplers.nsgaii._elite_population_selection_strategy``), so that the batch sampler selects
+  exactly as ``NSGAIISampler`` does.
 - :data:`JournalOperation` (``optuna.storages.journal._storage``): the op codes of the journal's records,
   which the engine writes in the format ``JournalStorage`` reads.
 """

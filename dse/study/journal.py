@@ -177,19 +177,19 @@ class JournalMirror:
         self._distributions = dict(distributions)
         self._dists_json = json.dumps({k: distribution_to_json(d) for k, d in distributions.items()},
                                       separators=(",", ":"))
-        self._study_id: int | None = None
+        self._journal_study_id: int | None = None
         self.offset = 0  # the file's size after the last batch appended
 
     def target(self) -> JournalTarget:
         """Where the next batch goes; creates the file and its study on the first call."""
-        if self._study_id is None:
+        if self._journal_study_id is None:
             storage = JournalStorage(JournalFileBackend(str(self.path)))
             try:
-                self._study_id = storage.get_study_id_from_name(STUDY_NAME)
+                self._journal_study_id = storage.get_study_id_from_name(STUDY_NAME)
             except KeyError:
-                self._study_id = storage.create_new_study(self._directions, STUDY_NAME)
+                self._journal_study_id = storage.create_new_study(self._directions, STUDY_NAME)
             self.offset = self.path.stat().st_size
-        return JournalTarget(str(self.path), self.offset, self._worker_id, self._study_id, self._dists_json)
+        return JournalTarget(str(self.path), self.offset, self._worker_id, self._journal_study_id, self._dists_json)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append one committed batch here and now (the writer's work, done in this process)."""
@@ -231,7 +231,7 @@ class JournalMirror:
             other.append(record)
         other.target()  # the study, even without batches
         tmp.replace(self.path)
-        self._study_id = None
+        self._journal_study_id = None
 
 
 
