@@ -12,7 +12,7 @@ class UserError(Exception):
     process exits with status 2. Never raised for an infeasible design: that is data.
     """
 
-    def __init__(self, message: str, where: str | None = None):
+    def __init__(self, message: str, where: str | None = None) -> None:
         self.where = where
         self.message = message
         super().__init__(f"{where}: {message}" if where else message)

@@ -118,7 +118,7 @@ class RayPool(Pool):
         self.actor_seconds = 0.0
 
     def submit(self, table: Mapping[str, Any]) -> Callable[[], dict[str, np.ndarray]]:
-        """One chunk per actor by default (a Ray task costs milliseconds here, whatever its size); with
+        """One chunk per actor by default (a Ray task has a fixed cost, whatever its size); with
         ``chunks_per_worker`` > 1, chunks go to whichever actor is free. Results keep input order."""
         chunks = split(table, self.n_workers * self.chunks_per_worker)
         for chunk in chunks:

@@ -7,10 +7,12 @@ each one, and which hardware change pays most) and ``report.md`` with PNG figure
 
 from __future__ import annotations
 
+import argparse
+
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write report.html and report.md for one run, or overlay several",
                        description=__doc__)
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (results/<run>)")
@@ -19,7 +21,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from dse.report import write_report
 
     paths = write_report(args.runs, args.out, with_sensitivity=not args.no_sensitivity)

@@ -7,6 +7,7 @@ absolute percentage error; ``--out`` writes the per-row table.
 
 from __future__ import annotations
 
+import argparse
 
 from dse.errors import UserError
 from dse.tables import describe_input_error, read_table, write_table
@@ -17,14 +18,14 @@ __all__ = ["add_parser", "run"]
 REQUIRED = ("source_key", "measured_tokens_per_s_per_gpu")
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="compare the model with published training runs", description=__doc__)
     p.add_argument("csv", nargs="?", default=None, help="runs to check (default: training_runs.csv shipped with the package)")
     p.add_argument("--out", help="write the per-row table (Parquet or .csv)")
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from objectives.validation import RUNS_PATH, predict, source_of, summarize  # pandas: only this command
 
     path = args.csv or str(RUNS_PATH)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,7 +66,7 @@ def load_run(root: str | Path, objectives: dict[str, str] | None = None) -> Run:
                design_columns=design, trials=trials, front=front, spec_text=info.get("spec_text", ""))
 
 
-def load_runs(roots) -> list[Run]:
+def load_runs(roots: Sequence[str | Path]) -> list[Run]:
     """The first run sets the objectives; the others' fronts are recomputed on them."""
     first = load_run(roots[0])
     runs = [first] + [load_run(r, first.objectives) for r in roots[1:]]
@@ -94,7 +96,7 @@ def why_infeasible(trials: pd.DataFrame, top: int = 8) -> list[tuple[str, int, s
     return [(kind, n, example) for kind, (n, example) in ranked]
 
 
-def fmt(v) -> str:
+def fmt(v: Any) -> str:
     """A number as a reviewer reads it: 4 significant digits, thousands grouped; text as it is."""
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
@@ -114,11 +116,13 @@ def fmt(v) -> str:
     return str(v)
 
 
-def design_label(row, design: list[str]) -> str:
+def design_label(row: Mapping[str, Any], design: list[str]) -> str:
+    """A design's searched values, as a reviewer reads them."""
     return " ".join(fmt(row[c]) for c in design if c in row)
 
 
-def mapping_label(row) -> str:
+def mapping_label(row: Mapping[str, Any]) -> str:
+    """A design's mapping in short (``tp4 pp8 mb1 ...``; unset columns left out)."""
     parts = []
     for c in MAPPING:
         if c in row and not (isinstance(row[c], float) and np.isnan(row[c])):

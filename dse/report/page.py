@@ -163,7 +163,8 @@ def sensitivity_section(run: Run, ranked: pd.DataFrame, sens: pd.DataFrame) -> s
             f"{_table(dheader, drows, 'sens-design-row', left=2)}</details>")
 
 
-def page(runs: list[Run], ranked, sens, title: str) -> str:
+def page(runs: list[Run], ranked: pd.DataFrame, sens: pd.DataFrame, title: str) -> str:
+    """The report page: the runs, their fronts, what bounds each design and the hardware ranking."""
     first = runs[0]
     objs = ", ".join(f"{m} ({d})" for m, d in first.objectives.items())
     runs_meta = "".join(

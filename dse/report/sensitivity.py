@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from dse.report.data import Run
+
 GEMM_EFF = ("gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4")
 
 
@@ -31,7 +33,7 @@ CHANGES: tuple[tuple[str, str, tuple[str, ...], Callable[[np.ndarray], np.ndarra
 )
 
 
-def design_table(run, front: pd.DataFrame) -> dict[str, np.ndarray]:
+def design_table(run: Run, front: pd.DataFrame) -> dict[str, np.ndarray]:
     """The front designs as the sweep scored them: the space's fixed columns and each design's searched ones."""
     spec = run.info.get("spec", {})
     table: dict[str, object] = {}
@@ -63,7 +65,7 @@ def _choices(run):
     return choices
 
 
-def sensitivity(run, score: Callable[[dict], Mapping[str, np.ndarray]] | None = None) -> pd.DataFrame:
+def sensitivity(run: Run, score: Callable[[dict], Mapping[str, np.ndarray]] | None = None) -> pd.DataFrame:
     """One row per (front design, change): the objectives' improvement in percent (positive = better).
 
     ``score`` maps a design table to metrics (default: ``objectives.search_mapping`` with the space's

@@ -15,7 +15,7 @@ W, H, ML, MR, MT, MB = 520, 360, 70, 16, 14, 46
 class Axis:
     """Linear, or logarithmic when the values are positive and span more than a factor of 20."""
 
-    def __init__(self, values: np.ndarray, lo_px: float, hi_px: float):
+    def __init__(self, values: np.ndarray, lo_px: float, hi_px: float) -> None:
         v = values[np.isfinite(values) & (np.abs(values) < 1e100)]
         lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
         self.log = lo > 0 and hi / lo > 20
@@ -26,7 +26,8 @@ class Axis:
         pad = (hi - lo) * 0.04
         self.lo, self.hi, self.lo_px, self.hi_px = lo - pad, hi + pad, lo_px, hi_px
 
-    def __call__(self, v):
+    def __call__(self, v: np.ndarray | float) -> np.ndarray:
+        """Pixel positions of values (NaN where a log axis cannot place them)."""
         v = np.asarray(v, dtype=np.float64)
         if self.log:
             v = np.log10(np.where(v > 0, v, np.nan))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from dse.report.sensitivity import ranking, sensitivity
 from dse.store import atomic_write_bytes
 
 
-def write_report(run_dirs, out: str | Path | None = None, *, with_sensitivity: bool = True,
+def write_report(run_dirs: str | Path | Sequence[str | Path], out: str | Path | None = None, *, with_sensitivity: bool = True,
                  with_png: bool = True, stem: str = "report") -> dict[str, Path]:
     """Report on ``run_dirs`` (the first sets the objectives; several are overlaid) into ``out``
     (default: the first run's directory; ``compare/`` inside it for several runs). Returns the paths.

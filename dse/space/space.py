@@ -1,6 +1,6 @@
 """The outer search space of a :class:`~dse.spec.Spec`: Optuna distributions and design tables.
 
-:class:`Space` is built once per run. Its :attr:`Space.distributions` are what :mod:`dse.search` passes
+:class:`Space` is built once per run. Its :attr:`Space.distributions` are what :mod:`dse.study` passes
 to ``study.ask``; :meth:`Space.table` turns the parameters of a whole batch of trials into one columnar
 design table (searched columns as arrays, fixed columns as scalars the model broadcasts); :meth:`Space.grid`
 lists every value of every dimension for the exhaustive grid sampler, and :meth:`Space.grid_table` gives
@@ -29,7 +29,7 @@ __all__ = ["Space"]
 class Space:
     """Searched dimensions (as Optuna distributions) and fixed columns of one spec."""
 
-    def __init__(self, spec: Spec):
+    def __init__(self, spec: Spec) -> None:
         self.spec = spec
         self.searched: tuple[Dimension, ...] = tuple(d for d in spec.dimensions if d.searched)
         #: fixed design-table columns: the workload, fixed dimensions and single-valued mapping columns

@@ -6,7 +6,11 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike
 
 __all__ = ["Dimension", "Objective", "Constraint", "SearchSettings", "Spec", "SAMPLERS", "SCALES", "TOP_KEYS",
            "SEARCH_KEYS", "RANGE_KEYS", "DEFAULT_SEARCH"]
@@ -61,7 +65,7 @@ class Constraint:
     def text(self) -> str:
         return f"{self.column} {self.op} {self.bound:g}"
 
-    def violation(self, values):
+    def violation(self, values: ArrayLike) -> np.ndarray:
         """Signed violation (<= 0 satisfied), scaled by ``|bound|`` so constraints add up fairly."""
         import numpy as np
 
@@ -126,7 +130,7 @@ class Spec:
     def directions(self) -> list[str]:
         return [o.direction for o in self.objectives]
 
-    def with_search(self, **changes) -> "Spec":
+    def with_search(self, **changes: Any) -> Spec:
         """A copy with some search settings changed (``trials``, ``seed``, ...), as the CLI flags ask."""
         from dataclasses import replace
 

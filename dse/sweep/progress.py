@@ -23,7 +23,7 @@ __all__ = ["Progress", "front_text"]
 class Progress:
     """A progress bar on ``stream`` (stderr by default); ``enabled=False`` makes every call a no-op."""
 
-    def __init__(self, stream: TextIO | None = None, enabled: bool = True, every_s: float = 5.0, width: int = 24):
+    def __init__(self, stream: TextIO | None = None, enabled: bool = True, every_s: float = 5.0, width: int = 24) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())

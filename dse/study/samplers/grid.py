@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from optuna.samplers import GridSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
 
 __all__ = ["BatchGridSampler"]
 
@@ -14,5 +18,5 @@ class BatchGridSampler(GridSampler):
     trials than the grid has, so the per-trial scan for an exhausted grid (``after_trial``) is skipped.
     """
 
-    def after_trial(self, study, trial, state, values) -> None:
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         """Called by ``study.tell``: nothing to do (the engine stops at the grid's size)."""

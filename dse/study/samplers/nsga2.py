@@ -17,7 +17,7 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.samplers import NSGAIISampler
 from optuna.study import Study, StudyDirection
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from dse.study.internals import generation_key, parent_cache_key, set_trial_system_attr, study_system_attrs, trial_id
 from dse.study.samplers.generations import EliteSelection, GenerationIndex
@@ -72,24 +72,26 @@ class BatchNSGAIISampler(NSGAIISampler):
             designs = [self._children.random(self._space) for _ in range(n)]
         return designs, {GENERATION_KEY: generation}
 
-    def sample_independent(self, study, trial, param_name, param_distribution):
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
         """Called for the first generation and for mutated parameters: a uniform draw, as Optuna's
         RandomSampler makes it (log scale for log distributions, steps respected), without its per-call
         search-space transform."""
         return sample_uniform(param_distribution, self._uniform)
 
-    def infer_relative_search_space(self, study, trial):
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         """Called at every ask: the space is fixed for a run, so no scan of past trials."""
         return dict(self._space)
 
-    def sample_relative(self, study, trial, search_space):
+    def sample_relative(self, study: Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         """Called at every ask: children of the generation's parents; in the first generation, a new
         uniformly drawn design (Optuna would draw each parameter in ``sample_independent``)."""
         if search_space and self.get_trial_generation(study, trial) == 0:
             return self._children.random(search_space)
         return super().sample_relative(study, trial, search_space)
 
-    def get_trial_generation(self, study, trial) -> int:
+    def get_trial_generation(self, study: Study, trial: FrozenTrial) -> int:
         """Called at every ask (twice: here and in NSGA-II's ``sample_relative``): Optuna's rule (see
         BaseGASampler), evaluated once until the next tell, and stored once per trial."""
         key = GENERATION_KEY
@@ -110,13 +112,13 @@ class BatchNSGAIISampler(NSGAIISampler):
         self._assigned[trial_id(trial)] = generation
         return generation
 
-    def get_population(self, study, generation: int) -> list[FrozenTrial]:
+    def get_population(self, study: Study, generation: int) -> list[FrozenTrial]:
         """Called once per generation (parent selection): the finished trials of a generation."""
         if self._generations is None:
             return super().get_population(study, generation)
         return self._generations.population(generation)
 
-    def get_parent_population(self, study, generation: int) -> list[FrozenTrial]:
+    def get_parent_population(self, study: Study, generation: int) -> list[FrozenTrial]:
         """Called once per generation: the parents of a generation never change once chosen (Optuna caches
         their ids in the study; the index turns ids into trials without a scan of the study)."""
         if generation not in self._parents:
@@ -138,7 +140,8 @@ class BatchNSGAIISampler(NSGAIISampler):
         self._generation = None
         self._generations = None  # the index is stale now
 
-    def after_trial(self, study, trial, state, values) -> None:
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
         """Called by ``study.tell``: the next ask recomputes the generation."""
         self.after_batch(study)
         super().after_trial(study, trial, state, values)
