@@ -1,7 +1,7 @@
 """Alpha-beta costs of NCCL-style collectives over a two-tier network, vectorized.
 
 A communication group of ``group`` ranks placed ``stride`` ranks apart (tp innermost with stride 1, then
-cp, ep/dp, pp outermost; DESIGN.md) has ``g_in = clip(scaleup_size / stride, 1, group)`` members inside
+cp, ep/dp, pp outermost; docs/architecture.md) has ``g_in = clip(scaleup_size / stride, 1, group)`` members inside
 one scale-up domain (NVLink) and ``g_out = group / g_in`` domains. Collectives run hierarchically
 (reduce-scatter inside the domain, then across domains on every GPU's own NIC in parallel, rail-optimized;
 then all-gather inside), the ring bandwidth terms of Thakur et al. (2005) and Patarasuk & Yuan (2009):

@@ -4,7 +4,7 @@ For every design row, the mapping columns it leaves blank are enumerated from ``
 product), candidates that cannot lay out (divisibility, `Layout`) or that no practitioner would run are
 dropped before the model runs, every remaining candidate is evaluated in one vectorized call (the mapping-dependent modules, after the
 design-only ones ran once per design), and the
-row keeps the best feasible one: least step time, ties to less HBM (DESIGN.md, two-level search); the
+row keeps the best feasible one: least step time, ties to less HBM (docs/architecture.md, two-level search); the
 economics modules (checkpoints, failures, power, cost) then run once per design on that mapping. A row
 with no feasible candidate keeps its least-infeasible one (smallest memory overflow) with feasible=False.
 A row that leaves no mapping cell blank is its own one candidate: a table of such rows runs through every
