@@ -124,6 +124,8 @@ class VectorizedChildGeneration:
         return [list(row) for row in zip(*columns)]
 
     def generate(self, space: dict[str, BaseDistribution], parents: list[FrozenTrial], size: int) -> list[dict]:
+        """``size`` new children of ``parents`` (none seen before, unless the space is nearly exhausted), in
+        reverse order: :meth:`__call__` hands them out with ``pop()``."""
         names = list(space)
         F = np.array([t.values for t in parents], dtype=np.float64) * self._sign
         F[np.isnan(F)] = np.inf
