@@ -10,14 +10,19 @@ re-evaluating its finished trials.
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from dse.errors import UserError
+
+if TYPE_CHECKING:
+    from dse.store import RunStore
 
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="search a space (spaces/*.yaml); results in Parquet", description=__doc__)
     p.add_argument("space", nargs="?", help="the space file, e.g. spaces/default.yaml")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (its space is stored there)")
@@ -33,7 +38,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from dse.sweep.progress import Progress, front_text
     from dse.space import Space
     from dse.spec import load_spec
@@ -82,7 +87,7 @@ def run(args) -> int:
     return 0
 
 
-def _print_why_infeasible(store) -> None:
+def _print_why_infeasible(store: RunStore) -> None:
     """The closing table's last lines: how many designs each kind of reason kept off the front."""
     from dse.report.data import why_infeasible
 
