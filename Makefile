@@ -17,6 +17,7 @@ sweep: venv
 	$(BIN)/dse sweep $(SPACE)
 
 test: venv
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 validate: venv

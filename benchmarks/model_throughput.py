@@ -24,12 +24,12 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import time  # noqa: E402
+import time
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import objectives  # noqa: E402
-from objectives.pipeline import TRAINING_MODELS, prepare, run_models  # noqa: E402
+import objectives
+from objectives.pipeline import TRAINING_MODELS, prepare, run_models
 
 MODELS = ["gpt3-175b", "llama3-70b", "llama3.1-405b", "llama3-8b", "gpt3-13b"]
 GPUS = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "gb200", "gb300"]

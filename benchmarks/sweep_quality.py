@@ -28,10 +28,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dse.store.pareto import hypervolume, nondominated_mask, to_minimization  # noqa: E402
 from dse.space import Space  # noqa: E402
 from dse.spec import load_spec  # noqa: E402
 from dse.store import RunStore  # noqa: E402
+from dse.store.pareto import hypervolume, nondominated_mask, to_minimization  # noqa: E402
 from dse.sweep import run  # noqa: E402
 
 

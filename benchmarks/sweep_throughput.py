@@ -85,10 +85,9 @@ def model_check(spec) -> float:
     of any actor speed-up here."""
     import multiprocessing as mp
 
-    from dse.study.samplers import sample_uniform
-    from dse.space import Space
-
     from dse.cluster import keep_freed_memory
+    from dse.space import Space
+    from dse.study.samplers import sample_uniform
 
     space = Space(spec)
     rng = np.random.RandomState(0)
@@ -227,7 +226,7 @@ def main() -> None:
                 t_batches: list[float] = []
                 result = run(spec, evaluate_fn=score, run_dir=Path(tmp) / "run", use_ray=workers is not None,
                              workers=workers, chunks_per_worker=args.chunks_per_worker, cache_designs=False,
-                             on_batch=lambda i, bt: t_batches.append(sum(bt.values())))
+                             on_batch=lambda i, bt, t_batches=t_batches: t_batches.append(sum(bt.values())))
             loop = sum(t_batches)
             rate = result.n_trials / loop
             tm = result.timings

@@ -8,10 +8,8 @@ categorical encoding factorizes it by object identity (:func:`objectives.table.f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -144,14 +144,14 @@ class Calibration:
     hbm_reserved_gb: float = 2.0
     hbm_usable_frac: float = 0.95
 
-    def replace(self, **changes) -> "Calibration":
+    def replace(self, **changes) -> Calibration:
         return dataclasses.replace(self, **changes)
 
     def fitted(self) -> dict:
         return {k: getattr(self, k) for k in FITTED}
 
     @classmethod
-    def load(cls, path: Path = CALIBRATION_PATH) -> "Calibration":
+    def load(cls, path: Path = CALIBRATION_PATH) -> Calibration:
         """The fitted constants (cached); the defaults above where no fit has been written."""
         key = str(path)
         if key not in _CACHE:

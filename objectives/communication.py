@@ -51,8 +51,17 @@ import numpy as np
 
 from objectives.base import Model, as_codes, lookup
 from objectives.calibration import trait
-from objectives.collectives import (Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_bw_s, reduce_scatter_s,
-                                   ring_hop_s, ring_latency_s, split_tiers)
+from objectives.collectives import (
+    Tiers,
+    all_reduce_s,
+    all_to_all_s,
+    p2p_s,
+    reduce_scatter_bw_s,
+    reduce_scatter_s,
+    ring_hop_s,
+    ring_latency_s,
+    split_tiers,
+)
 from objectives.topology import scaleout_bw, scaleout_latency_s
 
 __all__ = ["Communication", "tiers_of"]

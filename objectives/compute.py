@@ -81,7 +81,8 @@ class ComputeTime(Model):
         "time_layer_fwd_s": "s; one layer's forward pass for one micro-batch",
         "time_layer_bwd_s": "s; one layer's backward pass (plus recompute) for one micro-batch",
         "time_attn_fwd_s": "s; the attention core's forward in one layer for one micro-batch",
-        "time_qkv_gemm_s": "s; one layer's QKV projection GEMM for one micro-batch (its input- and weight-gradient GEMMs each take as long)",
+        "time_qkv_gemm_s": "s; one layer's QKV projection GEMM for one micro-batch (its input- and weight-gradient GEMMs each "
+                           "take as long)",
         "time_fc1_gemm_s": "s; one layer's first feed-forward GEMM (gate and up) for one micro-batch, likewise",
         "time_logits_s": "s; output projection and cross-entropy, forward and backward, one micro-batch",
         "time_compute_mb_s": "s; compute of one micro-batch on the slowest pipeline stage",

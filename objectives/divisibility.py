@@ -54,7 +54,8 @@ import numpy as np
 from objectives.calibration import STACKS
 
 __all__ = ["Rule", "Job", "RowsOf", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
-           "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors", "rule_reasons"]
+           "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors",
+           "rule_reasons"]
 
 CP_MIN_SEQ_LEN = 16384
 
@@ -155,9 +156,9 @@ def _uneven(L, p, v, F, La, uneven):
         cost = np.where(one, L + 2.0, np.maximum(np.maximum(f, la) + 1.0, mid))
         options.append((ok, cost, np.maximum(np.maximum(f, la), mid), f, la))
 
-    for e, l in ((1.0, 1.0), (1.0, 0.0), (0.0, 1.0)):  # embedding and/or loss counted as a layer
-        k = (L + e + l) / p
-        option(uneven & ~given & whole(pv, (L + e + l) / pv), k - e, k - l, k)
+    for emb, loss in ((1.0, 1.0), (1.0, 0.0), (0.0, 1.0)):  # embedding and/or loss counted as a layer
+        k = (L + emb + loss) / p
+        option(uneven & ~given & whole(pv, (L + emb + loss) / pv), k - emb, k - loss, k)
     # first and last stage layer counts the model picks: a*vp, b*vp, and j*vp on each middle stage
     q = L / v
     searched = uneven & ~given & whole(v, q)

@@ -26,8 +26,16 @@ import numpy as np
 from objectives.base import Model
 from objectives.calibration import Calibration
 from objectives.divisibility import CP_MIN_SEQ_LEN, RULES, SEARCH_RULES, Job, Rule
-from objectives.pipeline import (CHUNK_ROWS, DESIGN_MODELS, ECONOMICS_MODELS, MAPPING_COLUMNS, MAPPING_MODELS,
-                                 check_layout, prepare, run_models)
+from objectives.pipeline import (
+    CHUNK_ROWS,
+    DESIGN_MODELS,
+    ECONOMICS_MODELS,
+    MAPPING_COLUMNS,
+    MAPPING_MODELS,
+    check_layout,
+    prepare,
+    run_models,
+)
 from objectives.reasons import LOST_RULE, REASON_COLUMNS, infeasible_reason
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, factorize, is_constant
 
@@ -164,7 +172,8 @@ def _mark_lost(work: Columns) -> Columns:
     lost = work[LOST_RULE] > 0
     if not lost.any():
         return work
-    return {**work, "feasible": work["feasible"] & ~lost, "con_layout": np.where(lost, np.maximum(work["con_layout"], 1.0), work["con_layout"])}
+    return {**work, "feasible": work["feasible"] & ~lost,
+            "con_layout": np.where(lost, np.maximum(work["con_layout"], 1.0), work["con_layout"])}
 
 
 def _best(work: Columns, owner: np.ndarray) -> np.ndarray:

@@ -27,11 +27,12 @@ from objectives.reasons import infeasible_reason
 from objectives.reliability import Reliability
 from objectives.renamed import check_renamed
 from objectives.steptime import StepTime
-from objectives.topology import Topology
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
+from objectives.topology import Topology
 from objectives.transformer import TransformerMath
 
-__all__ = ["MODELS", "TRAINING_MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models", "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics"]
+__all__ = ["MODELS", "TRAINING_MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models",
+           "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics"]
 
 #: the model modules, in data-flow order: the design-only ones (the fabric's bandwidth and latency feed the
 #: collectives), the mapping-dependent ones up to the step time, then the cluster economics.
@@ -174,7 +175,8 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     n = len(next(iter(cols.values()))) if cols else 0
     for name in REQUIRED:
         if name not in cols:
-            raise InputError(f"is required (missing from the table{' and the catalog' if name.startswith(('gpu_', 'scale', 'nic')) else ''})", column=name)
+            where = " and the catalog" if name.startswith(("gpu_", "scale", "nic")) else ""
+            raise InputError(f"is required (missing from the table{where})", column=name)
     floats: Columns = {}
     for name, value in cols.items():
         if is_constant(value):

@@ -29,9 +29,10 @@ Each GPU's port runs at ``nic_gbyte_s`` = min(its system's NIC, the fabric's por
 fabric sets switches, optics and NICs, the system how fast a GPU can drive them.
 
 Cost and power (networks.yaml; hardware-catalog 2.5): switches, transceivers (two port-ends per cable),
-cables and one NIC per GPU (the dearer of the system's, gpus.yaml nic_usd, and the fabric's). The NVLink domain is the GPU system's (gpus.yaml: an NVL72 rack's price and
-power already hold its 9 NVLink switch trays, X13/S66). A design that sets ``scaleup_size`` beyond its
-system's (``scaleup_size`` > ``server_gpus``: a 72-GPU domain of HGX B200s) is a what-if, not a product:
+cables and one NIC per GPU (the dearer of the system's, gpus.yaml nic_usd, and the fabric's). The NVLink
+domain is the GPU system's (gpus.yaml: an NVL72 rack's price and power already hold its 9 NVLink switch
+trays, X13/S66). A design that sets ``scaleup_size`` beyond its system's (``scaleup_size`` >
+``server_gpus``: a 72-GPU domain of HGX B200s) is a what-if, not a product:
 it pays NVLink switches for the extension at ``scaleup_switch_usd_per_gpu`` and ``_w_per_gpu`` per GPU
 (prices.yaml, an NVL72's trays per GPU). Power counts switches and the switch-side transceivers; the NIC
 and its transceiver draw from the server's power budget (gpus.yaml server_w_per_gpu).

@@ -89,7 +89,8 @@ def vocab() -> Vocabulary:
 @pytest.fixture(scope="session")
 def ray_session():
     """One local Ray instance for every test that needs Ray; shut down at the end of the session."""
-    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray")
+    import ray
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -77,12 +77,12 @@ def test_a_run_whose_writer_is_killed_loses_no_part(ray_session, vocab, tmp_path
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
+    from test_sweep import DESIGN, OBJ, parts_frame, toy_score, toy_spec
 
     import dse.sweep.writer
     from dse.store import RunStore
     from dse.study import STUDY_NAME
     from dse.sweep import run
-    from test_sweep import DESIGN, OBJ, parts_frame, toy_score, toy_spec
 
     made: list[BackgroundProcess] = []
 

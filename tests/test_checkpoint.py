@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import evaluate_405b
 
 from objectives import catalog
 from objectives.checkpoint import INTERVAL_OVER_WRITE, daly_interval_s, dataset_bytes_per_token, sync_write_limit_s
-from conftest import evaluate_405b
 
 CATALOG = Path(catalog.__file__).parent
 

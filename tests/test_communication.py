@@ -4,7 +4,6 @@ Fixed constants used below (objectives/calibration.py, not fitted): NVLink at 0.
 per direction on an H100 and 3 us per hop; NIC at 0.93 x 50 GB/s = 46.5 GB/s and 10 us.
 """
 
-import numpy as np
 import pytest
 
 import objectives

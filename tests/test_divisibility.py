@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import objectives
-from objectives.divisibility import SPLIT_EVEN, SPLIT_GIVEN, SPLIT_GIVEN_STACK, SPLIT_UNEVEN, pipeline_split
 from objectives.calibration import STACKS
+from objectives.divisibility import SPLIT_EVEN, SPLIT_GIVEN, SPLIT_GIVEN_STACK, SPLIT_UNEVEN, pipeline_split
 
 CORE, CORE_2024 = STACKS.index("megatron-core"), STACKS.index("megatron-core-2024")
 
@@ -174,7 +174,7 @@ def test_search_stages_layout_and_input_check_agree():
     from objectives.divisibility import RULES
     from objectives.layout import Layout
     from objectives.mapping import enumerate_mappings
-    from objectives.pipeline import check_layout, prepare, run_models, DESIGN_MODELS
+    from objectives.pipeline import DESIGN_MODELS, check_layout, prepare, run_models
 
     choices = {"tp": (1, 2, 4, 8), "pp": (1, 2, 3, 4, 6), "cp": (1, 2), "ep": (1, 2, 4), "vp": (1, 2, 3),
                "micro_batch": (1, 2, 3)}

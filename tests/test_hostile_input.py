@@ -26,10 +26,10 @@ import pytest
 import yaml
 
 hypothesis = pytest.importorskip("hypothesis")
+from conftest import HOSTILE, HOSTILE_EXAMPLES_PER_TEST, HYPOTHESIS_PROFILE  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from conftest import HOSTILE, HOSTILE_EXAMPLES_PER_TEST, HYPOTHESIS_PROFILE  # noqa: E402
 from dse.cli import main  # noqa: E402
 
 #: per example: a bad input must be answered well within this (a hang fails the test)

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pandas as pd
+from invariants import broken_rows, system_value
 
 import objectives
-from invariants import broken_rows, system_value
 
 
 def test_system_values_come_from_the_catalog():

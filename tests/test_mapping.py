@@ -1,6 +1,7 @@
 """The vectorized mapping search against brute force, one candidate at a time."""
 
 import itertools
+
 import numpy as np
 
 import objectives

@@ -5,12 +5,11 @@ import math
 
 import numpy as np
 import pytest
+from conftest import evaluate_405b
 
 from objectives.calibration import Calibration
 from objectives.checkpoint import daly_interval_s, young_interval_s
 from objectives.reliability import Reliability, daly_goodput
-from conftest import evaluate_405b
-
 
 _eval = evaluate_405b
 

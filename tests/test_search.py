@@ -7,10 +7,10 @@ import copy
 import numpy as np
 import optuna
 import pytest
+from conftest import TOY_SPACE, toy_score
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from conftest import TOY_SPACE, toy_score
 from dse.space import Space
 from dse.spec import parse_spec
 from dse.study import STUDY_NAME, JournalMirror, Searcher

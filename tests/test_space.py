@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+from conftest import TOY_SPACE
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from conftest import TOY_SPACE
 from dse.space import Space
 from dse.spec import parse_spec
 

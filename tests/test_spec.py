@@ -6,8 +6,8 @@ import copy
 
 import pytest
 import yaml
-
 from conftest import TOY_SPACE
+
 from dse.errors import UserError
 from dse.spec import Constraint, load_spec, parse_spec
 

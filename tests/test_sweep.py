@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import TOY_SPACE, toy_score, toy_vocabulary
-from dse.store.pareto import to_minimization
+
 from dse.spec import parse_spec
 from dse.store import RunStore, read_metadata
+from dse.store.pareto import to_minimization
 from dse.sweep import run
 
 DESIGN = ["gpu", "n_gpus", "knob"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import copy
 
 import pandas as pd
-
 from conftest import TOY_SPACE, toy_score
+
 from dse.spec import parse_spec
 from dse.store import RunStore
 from dse.sweep import run

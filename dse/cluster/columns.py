@@ -38,7 +38,8 @@ def concat(parts: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
         return {k: np.asarray(v) for k, v in parts[0].items()}
     out = {}
     for k in parts[0]:
-        out[k] = np.concatenate([np.broadcast_to(np.asarray(p[k]), (n_rows(p),)) if np.ndim(p[k]) == 0 else np.asarray(p[k]) for p in parts])
+        out[k] = np.concatenate([np.broadcast_to(np.asarray(p[k]), (n_rows(p),)) if np.ndim(p[k]) == 0 else np.asarray(p[k])
+                                 for p in parts])
     return out
 
 

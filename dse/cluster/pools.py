@@ -168,9 +168,8 @@ def open_pool(score: ScoreFn, *, use_ray: bool = True, workers: int | None = Non
                                   "configure_logging": True}
         try:
             if address:  # ship this code to the cluster's workers, which may not have it installed
-                import objectives
-
                 import dse
+                import objectives
 
                 env = {} if in_job else {"runtime_env": {"py_modules": [dse, objectives]}}
                 token = join_with_token(address)  # the cluster's token, if it asks for one

@@ -39,10 +39,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dse.sweep.progress import Progress, front_text
     from dse.space import Space
     from dse.spec import load_spec
     from dse.sweep import run as sweep
+    from dse.sweep.progress import Progress, front_text
 
     if bool(args.space) == bool(args.resume):
         raise UserError("give a space file, or --resume RUN_DIR (not both)", where="dse sweep")

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
 import pandas as pd
 
 from dse.report.data import load_runs

@@ -28,8 +28,8 @@ class Dimension:
     """One design-table column of the outer (cluster) level.
 
     ``kind`` is ``choice`` (``values`` lists the choices), ``int`` or ``float`` (a range from ``low`` to
-    ``high``, optionally ``log`` and with a ``step``; int for whole-number columns unless ``type`` says), ``pow2`` (the powers of two from ``low`` to
-    ``high``) or ``fixed`` (``values`` holds the one value).
+    ``high``, optionally ``log`` and with a ``step``; int for whole-number columns unless ``type`` says),
+    ``pow2`` (the powers of two from ``low`` to ``high``) or ``fixed`` (``values`` holds the one value).
     """
 
     name: str

@@ -32,7 +32,7 @@ class Vocabulary:
         return column in self.catalog_ids or column in self.labels
 
     @classmethod
-    def from_objectives(cls) -> "Vocabulary":
+    def from_objectives(cls) -> Vocabulary:
         """The vocabulary of the installed ``objectives`` package (called once per :func:`load_spec`)."""
         import objectives
         from objectives import catalog, pipeline

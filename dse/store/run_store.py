@@ -127,7 +127,7 @@ class RunStore:
     # -- creating and opening ------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, root: str | Path | None = None, results: str | Path = "results", name: str = "run") -> "RunStore":
+    def create(cls, root: str | Path | None = None, results: str | Path = "results", name: str = "run") -> RunStore:
         """A new, empty run directory: ``root`` if given (it must not hold a run), else
         ``<results>/<name>-<YYYYmmdd-HHMMSS>`` (with a suffix if taken)."""
         if root is None:
@@ -144,7 +144,7 @@ class RunStore:
         return cls(root)
 
     @classmethod
-    def open(cls, root: str | Path) -> "RunStore":
+    def open(cls, root: str | Path) -> RunStore:
         """An existing run directory (``--resume``); a UserError if it is not one."""
         store = cls(root)
         if not store.run_json.is_file():

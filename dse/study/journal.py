@@ -17,7 +17,7 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -237,4 +237,4 @@ class JournalMirror:
 
 def _iso(dt: datetime | None) -> str | None:
     """A naive local timestamp as Optuna's journal stores it (UTC, microseconds)."""
-    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds") if dt else None
+    return dt.astimezone(UTC).isoformat(timespec="microseconds") if dt else None
