@@ -1,7 +1,9 @@
 """Fit the model's few efficiency factors against the published runs, reproducibly.
 
     python -m objectives.fit                    # writes objectives/calibration.json and prints the errors
-    python -m objectives.fit --cross-validate   # leave-one-source-out error (about 12 fits)
+    python -m objectives.fit --cross-validate   # leave-one-source-out error (about 12 fits); writes the
+                                                # held-out residuals (catalog/loso_residuals.csv) and the
+                                                # prediction intervals derived from them (catalog/intervals.json)
 
 The residual of a run is log(predicted / measured tokens/s per GPU), weighted so that every source weighs
 the same (as in the validation's headline error). Trust-region least squares (scipy.optimize.least_squares,
@@ -17,6 +19,7 @@ import sys
 import time
 
 import numpy as np
+import pandas as pd
 
 from objectives.calibration import CALIBRATION_PATH, FITTED, STACKS, Calibration
 from objectives.validation import RUNS_PATH, load_runs, predict, source_of, summarize
@@ -69,18 +72,33 @@ def fit(runs, start: Calibration | None = None, max_nfev: int = 400) -> Calibrat
     return _to_cal(res.x, start)
 
 
-def cross_validate(runs, max_nfev: int) -> int:
-    """Out-of-sample error: each source predicted by factors fitted without it."""
+def cross_validate(runs, max_nfev: int, residuals_path=None, intervals_path=None, command: str = "") -> int:
+    """Out-of-sample error: each source predicted by factors fitted without it. The held-out predictions'
+    residuals go to ``residuals_path`` and the prediction intervals derived from them to ``intervals_path``
+    (objectives.interval_fit)."""
+    from objectives import interval_fit
+
     sources = runs["source_key"].map(source_of)
-    rows = []
+    rows, held_out = [], []
     for name in sorted(sources.unique()):
         held = sources == name
         cal = fit(runs[~held].reset_index(drop=True), max_nfev=max_nfev)
-        s = summarize(predict(runs[held].reset_index(drop=True), cal))
+        result = predict(runs[held].reset_index(drop=True), cal)
+        held_out.append(result)
+        s = summarize(result)
         rows.append((name, int(held.sum()), s.mape_row_weighted))
         print(f"{name:<24} {int(held.sum()):>4} runs  held-out MAPE {s.mape_row_weighted:6.1%}", flush=True)
     mean = float(np.mean([r[2] for r in rows]))
     print(f"leave-one-source-out MAPE, every source weighing the same: {mean:.1%}")
+    if residuals_path:
+        table = interval_fit.residual_table(pd.concat(held_out, ignore_index=True), predict(runs))
+        interval_fit.write_residuals(table, residuals_path, command)
+        print(f"wrote {residuals_path}")
+        if intervals_path:
+            params = interval_fit.derive(table, command=command)
+            interval_fit.write_params(params, intervals_path)
+            print(interval_fit.coverage_text(table))
+            print(f"wrote {intervals_path}")
     return 0
 
 
@@ -92,10 +110,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(CALIBRATION_PATH))
     ap.add_argument("--cross-validate", action="store_true",
                     help="leave one source out: fit on the others, report the held-out source's error")
+    ap.add_argument("--residuals", default=None,
+                    help="with --cross-validate: where the held-out residuals go (default: catalog/loso_residuals.csv; "
+                         "'-' writes none)")
+    ap.add_argument("--intervals", default=None,
+                    help="with --cross-validate: where the interval parameters go (default: catalog/intervals.json)")
     args = ap.parse_args(argv)
     runs = load_runs(args.runs)
     if args.cross_validate:
-        return cross_validate(runs, args.max_nfev)
+        from objectives.interval_fit import RESIDUALS_PATH
+        from objectives.intervals import INTERVAL_PATH
+
+        residuals = None if args.residuals == "-" else (args.residuals or str(RESIDUALS_PATH))
+        command = "python -m objectives.fit --cross-validate" + ("" if args.runs == str(RUNS_PATH) else f" --runs {args.runs}") \
+            + ("" if args.max_nfev == 400 else f" --max-nfev {args.max_nfev}")
+        return cross_validate(runs, args.max_nfev, residuals, residuals and (args.intervals or str(INTERVAL_PATH)), command)
     t0 = time.perf_counter()
     cal = fit(runs, max_nfev=args.max_nfev)
     s = summarize(predict(runs, cal))

@@ -20,6 +20,7 @@ from objectives.communication import Communication
 from objectives.compute import ComputeTime
 from objectives.cost import Cost
 from objectives.divisibility import Job, input_errors
+from objectives.intervals import Intervals
 from objectives.layout import Layout
 from objectives.memory import Memory
 from objectives.power import Power
@@ -41,8 +42,9 @@ DESIGN_MODELS: tuple[Model, ...] = (TransformerMath(), Topology())
 #: what depends on the mapping too: run for every candidate mapping
 MAPPING_MODELS: tuple[Model, ...] = (Layout(), Memory(), ComputeTime(), Communication(), StepTime())
 #: the economics of a design run on its chosen mapping (the mapping search ranks on step time and runs
-#: these only on each design's winner)
-ECONOMICS_MODELS: tuple[Model, ...] = (Checkpoint(), Reliability(), Power(), Cost())
+#: these only on each design's winner), then the 80% intervals of the throughput and of every time, cost
+#: and energy figure that follows from it
+ECONOMICS_MODELS: tuple[Model, ...] = (Checkpoint(), Reliability(), Power(), Cost(), Intervals())
 #: the training performance model alone: transformer arithmetic .. step time, no economics
 TRAINING_MODELS: tuple[Model, ...] = DESIGN_MODELS + MAPPING_MODELS
 MODELS: tuple[Model, ...] = TRAINING_MODELS + ECONOMICS_MODELS

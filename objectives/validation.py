@@ -28,6 +28,10 @@ DESIGN_COLUMNS = (
     "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage", "tied_embeddings", "stack", "dropout",
 )
 PAPER_SOURCE = "narayanan21-table1"
+#: the model's columns a run's prediction interval reads beyond the design table's (its mapping, its model's
+#: size, its GPU): kept as model_<name>
+MODEL_FEATURES = ("tp", "pp", "ep", "n_params", "n_params_active", "gpu_bf16_tflop_s", "gpu_hbm_tbyte_s",
+                  "scaleup_gbyte_s", "scaleup_size", "scaleup_mesh", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s")
 
 
 def source_of(source_key: str) -> str:
@@ -60,9 +64,12 @@ def predict(runs: pd.DataFrame, cal: Calibration | None = None) -> pd.DataFrame:
     result = runs.copy()
     for col in ("micro_batch", "recompute", "vp", "cp", "zero_stage", "sequence_parallel"):
         result[f"model_{col}"] = out[col]
+    for col in MODEL_FEATURES:  # what the prediction intervals read (objectives.intervals)
+        result[f"model_{col}"] = out[col]
     for col in ("step_time_s", "tokens_per_s_per_gpu", "model_tflop_s_per_gpu", "mfu", "hbm_used_gb", "feasible",
                 "time_compute_s", "time_tp_comm_s", "time_cp_comm_s", "time_ep_comm_s", "time_pp_bubble_s",
-                "time_pp_comm_s", "time_dp_comm_exposed_s", "time_optimizer_s"):
+                "time_pp_comm_s", "time_dp_comm_exposed_s", "time_optimizer_s",
+                "tokens_per_s_per_gpu_lo", "tokens_per_s_per_gpu_hi", "validated_distance_oct"):
         result[col if col.startswith("time_") else f"predicted_{col}"] = out[col]
     measured = result["measured_tokens_per_s_per_gpu"].to_numpy(dtype=float)
     predicted = result["predicted_tokens_per_s_per_gpu"].to_numpy(dtype=float)

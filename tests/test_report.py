@@ -139,3 +139,20 @@ def test_charts_survive_values_far_outside_physics():
                             {"compute": "#111"})
     assert not re.search(r'="[^"]*(nan|inf)[^"]*"', out)
     assert out.count("<circle ") == 2
+
+
+def test_sweep_keeps_the_intervals_and_the_page_draws_them(run_dir):
+    """Every trial part carries the 80% intervals (objectives.intervals); the front's whiskers and the table's
+    intervals come from them."""
+    parts = sorted((run_dir / "trials").glob("*.parquet"))
+    assert parts
+    columns = set(pd.read_parquet(parts[0]).columns)
+    for name in ("tokens_per_s_per_gpu", "step_time_s", "time_to_train_days", "tco_usd", "energy_mwh", "usd_per_mtok"):
+        assert {f"{name}_lo", f"{name}_hi"} <= columns, name
+    assert {"validated_distance_oct", "interval_extrapolated"} <= columns
+    front = pd.read_parquet(run_dir / "pareto.parquet")
+    assert (front["time_to_train_days_lo"] < front["time_to_train_days"]).all()
+    assert (front["tco_usd"] < front["tco_usd_hi"]).all()
+    html = (run_dir / "report.html").read_text()
+    assert html.count('<path class="ebar"') == 1  # one panel, one run
+    assert html.count('<span class="iv">') >= 2 * len(front)  # both objectives' intervals per front row

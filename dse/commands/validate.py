@@ -2,7 +2,10 @@
 
 Without CSV it uses the runs shipped in the package (objectives/catalog/training_runs.csv, with their
 sources). Prints, per source and overall, predicted against measured tokens/s per GPU and the mean
-absolute percentage error; ``--out`` writes the per-row table.
+absolute percentage error, and the coverage of the 80% prediction intervals on left-out sources: the
+share of each source's runs whose measurement falls inside the interval derived without that source
+(from the stored leave-one-source-out residuals, objectives/catalog/loso_residuals.csv; see
+objectives.interval_fit), with the median half-width; ``--out`` writes the per-row table.
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("csv", nargs="?", default=None, help="runs to check (default: training_runs.csv shipped with the package)")
     p.add_argument("--out", help="write the per-row table (Parquet or .csv)")
     p.set_defaults(run=run)
+
+
+def _coverage() -> str:
+    """The 80% intervals' coverage on left-out sources, from the stored residuals (no refit)."""
+    from objectives.interval_fit import RESIDUALS_PATH, coverage_text, read_residuals
+
+    return ("Prediction intervals (80%), each source left out of the factors' fit and of the intervals' "
+            f"derivation ({RESIDUALS_PATH.name}):\n" + coverage_text(read_residuals()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
           f"{s.mape_row_weighted:.1%} over rows; Narayanan et al. SC'21 Table 1: {s.mape_paper:.1%}; "
           f"worst source: {s.worst_source} {s.worst_source_mape:.1%}")
     print("(measured and predicted columns are the median tokens/s per GPU of each source's runs)")
+    if args.csv is None:
+        print()
+        print(_coverage())
     if args.out:
         write_table({c: result[c].to_numpy() for c in result.columns}, args.out)
         print(f"wrote {args.out}")

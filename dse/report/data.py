@@ -77,6 +77,30 @@ def load_runs(roots: Sequence[str | Path]) -> list[Run]:
     return runs
 
 
+def interval_of(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The 80% interval (lo, hi) of ``metric`` in ``frame`` (objectives.intervals: ``<metric>_lo`` / ``_hi``),
+    or None where the metric has none (an exact figure, or a run scored before intervals existed)."""
+    lo, hi = f"{metric}_lo", f"{metric}_hi"
+    if lo not in frame or hi not in frame:
+        return None
+    return frame[lo].to_numpy(dtype=np.float64), frame[hi].to_numpy(dtype=np.float64)
+
+
+def ties(front: pd.DataFrame, objectives) -> list[list[int]]:
+    """For each front design, the other front designs (1-based, in the front's order) it ties with: their
+    80% intervals overlap on every objective. An objective without an interval counts as exact (its
+    interval is its value), so designs that differ on it are no tie, and so does a blank bound."""
+    n = len(front)
+    overlap = np.ones((n, n), dtype=bool)
+    for m in objectives:
+        v = front[m].to_numpy(dtype=np.float64)
+        lo, hi = interval_of(front, m) or (v, v)
+        lo, hi = np.fmin(lo, v), np.fmax(hi, v)  # the point prediction lies in its interval
+        overlap &= (lo[:, None] <= hi[None, :]) & (lo[None, :] <= hi[:, None])  # NaN compares False: no tie
+    np.fill_diagonal(overlap, False)
+    return [[int(j) + 1 for j in np.flatnonzero(row)] for row in overlap]
+
+
 def why_infeasible(trials: pd.DataFrame, top: int = 8) -> list[tuple[str, int, str]]:
     """(kind, designs, an example reason) for the designs that are not admissible, most first: the model's
     ``infeasible_reason`` with its numbers left out ('memory: # GB needed, # GB usable'), or 'space: outside

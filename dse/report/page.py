@@ -10,7 +10,7 @@ import pandas as pd
 
 from dse.report import svg
 from dse.report.breakdown import breakdown, colours, is_loss
-from dse.report.data import TABLE_METRICS, Run, design_label, fmt, mapping_label, why_infeasible
+from dse.report.data import TABLE_METRICS, Run, design_label, fmt, interval_of, mapping_label, ties, why_infeasible
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
@@ -20,7 +20,8 @@ svg text{font-size:11px;fill:#333}svg .axis{font-size:12px;fill:#111}
 svg .plot{fill:#fafafa;stroke:#bbb}svg .grid{stroke:#e6e6e6}
 svg g.infeasible circle{opacity:.18;fill:#aaa}svg g.dominated circle{opacity:.28}
 svg g.front circle{stroke:#000;stroke-width:.8}svg circle:hover{stroke:#000;stroke-width:2;opacity:1}
-svg .frontline{fill:none;stroke-width:1.5;opacity:.7}svg rect.seg:hover{opacity:.75}
+svg .frontline{fill:none;stroke-width:1.5;opacity:.7}svg .ebar{fill:none;stroke-width:1;opacity:.55}
+svg circle[data-tie]{stroke:#e69f00;stroke-width:2.4}td.tie{color:#b35c00;font-weight:600}.iv{color:#777;font-size:11px}svg rect.seg:hover{opacity:.75}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{padding:3px 7px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
 th{background:#f3f3f3;cursor:pointer;user-select:none}th.l,td.l{text-align:left}
 th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
@@ -51,9 +52,32 @@ def _cell(v, left=False) -> str:
     return f'<td{dv}{" class=l" if left or not num else ""}>{escape(fmt(v))}</td>'
 
 
+class Interval(float):
+    """A table value with its 80% interval, shown as 'value lo–hi' and sorted by the value."""
+
+    def __new__(cls, value, lo, hi):
+        out = super().__new__(cls, value)
+        out.lo, out.hi = lo, hi
+        return out
+
+
+class Tie(str):
+    """The front designs a design ties with (a table cell, marked)."""
+
+
+def _any_cell(v, left=False) -> str:
+    if isinstance(v, Interval):
+        inner = _cell(float(v))[:-5]  # '<td data-v=..>value' without its '</td>'
+        span = "" if np.isnan(v.lo) and np.isnan(v.hi) else f' <span class="iv">{escape(fmt(v.lo))}–{escape(fmt(v.hi))}</span>'
+        return f"{inner}{span}</td>"
+    if isinstance(v, Tie):
+        return f'<td class="l tie">{escape(str(v))}</td>' if v else '<td class="l"></td>'
+    return _cell(v, left)
+
+
 def _table(header: list[str], rows: list[list], row_class: str, left: int = 0) -> str:
     head = "".join(f'<th{" class=l" if i < left else ""}>{escape(h)}</th>' for i, h in enumerate(header))
-    body = "".join(f'<tr class="{row_class}">' + "".join(_cell(v, i < left) for i, v in enumerate(r)) + "</tr>"
+    body = "".join(f'<tr class="{row_class}">' + "".join(_any_cell(v, i < left) for i, v in enumerate(r)) + "</tr>"
                    for r in rows)
     return f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
@@ -86,19 +110,32 @@ def front_panels(runs: list[Run]) -> str:
         keep = [c for c in set(run.design_columns) | set(names) | {"mfu", "goodput", "power_mw", "admissible", "dp",
                 "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage"} if c in t]
         titles = [_hover(r, run, names) for r in t[keep].to_dict("records")]
+        tie = np.zeros(len(t), dtype=bool)
+        if on_front.any():
+            tied = {int(trial) for trial, others in zip(run.front["trial"], ties(run.front, names)) if others}
+            tie = t["trial"].isin(tied).to_numpy()
         series_of.append(dict(label=run.name, colour=svg.PALETTE[k % len(svg.PALETTE)], kind=kind, title=titles,
-                              frame=t))
+                              frame=t, tie=tie))
     out = []
     for xn, yn in pairs:
-        series = [dict(s, x=s["frame"][xn].to_numpy(dtype=np.float64), y=s["frame"][yn].to_numpy(dtype=np.float64))
-                  for s in series_of]
+        series = []
+        for s in series_of:
+            one = dict(s, x=s["frame"][xn].to_numpy(dtype=np.float64), y=s["frame"][yn].to_numpy(dtype=np.float64))
+            for axis, name in (("xerr", xn), ("yerr", yn)):
+                bounds = interval_of(s["frame"], name)
+                if bounds is not None:
+                    one[axis] = bounds
+            series.append(one)
         out.append(svg.scatter(f"{xn} ({objectives[xn]})", f"{yn} ({objectives[yn]})", series,
                                connect=len(names) == 2, size=(760, 430) if len(pairs) == 1 else (svg.W, svg.H)))
     legend = "".join(f'<span><i class="sw" style="background:{s["colour"]}"></i>{escape(s["label"])} '
                      f'(front {int((s["kind"] == "front").sum())} of {len(s["kind"])} designs)</span>'
                      for s in series_of)
+    bars = any(interval_of(runs[0].front, m) is not None for m in names)
+    note = ("; whiskers: the front designs' 80% prediction intervals (objectives.intervals); orange ring: a tie, "
+            "its intervals overlap another front design's on every objective") if bars else ""
     return (f'<div class="legend">{legend}<span class="note">large: Pareto front; small: dominated; grey: infeasible '
-            f'or outside the constraints; hover a point for its design and mapping</span></div>'
+            f'or outside the constraints; hover a point for its design and mapping{note}</span></div>'
             f'<div class="panels">{"".join(out)}</div>')
 
 
@@ -107,12 +144,15 @@ def front_table(runs: list[Run]) -> str:
     design = list(dict.fromkeys(c for r in runs for c in r.design_columns))
     metrics = objectives + [m for m in TABLE_METRICS if m not in objectives and any(m in r.front for r in runs)]
     multi = len(runs) > 1
-    header = (["run"] if multi else []) + ["#"] + design + ["mapping"] + metrics
+    header = (["run"] if multi else []) + ["#"] + design + ["mapping"] + metrics + ["tie with"]
     rows = []
     for run in runs:
+        tied = ties(run.front, objectives)
         for i, r in enumerate(run.front.to_dict("records"), start=1):
+            cells = [Interval(r[m], r[f"{m}_lo"], r[f"{m}_hi"]) if f"{m}_lo" in r and f"{m}_hi" in r
+                     and isinstance(r.get(m), (int, float, np.number)) else r.get(m, np.nan) for m in metrics]
             rows.append(([run.name] if multi else []) + [i] + [r.get(c, "") for c in design] + [mapping_label(r)]
-                        + [r.get(m, np.nan) for m in metrics])
+                        + cells + [Tie(", ".join(f"#{j}" for j in tied[i - 1]))])
     return _table(header, rows, "front-row", left=(1 if multi else 0) + 1 + len(design) + 1)
 
 
@@ -180,7 +220,11 @@ def page(runs: list[Run], ranked: pd.DataFrame, sens: pd.DataFrame, title: str) 
 <h1>{escape(title)}</h1>
 <p class="meta">Objectives: {escape(objs)}.</p><ul class="meta">{runs_meta}</ul>
 <h2 id="front">Pareto front</h2>{front_panels(runs)}
-<h2 id="table">Front designs</h2><p class="note">Click a column to sort.</p>{front_table(runs)}
+<h2 id="table">Front designs</h2><p class="note">Click a column to sort. Grey: the 80% prediction interval
+(objectives.intervals: the model's error on published runs it was not fitted to, wider for a stack, GPU generation
+or MoE it is less sure of and for designs far from every validated run). "tie with": front designs whose
+intervals overlap this one's on every objective; the published evidence cannot order them. Two designs on one
+stack and GPU share much of their error, so the intervals overstate how uncertain their order is.</p>{front_table(runs)}
 <h2 id="infeasible">Why designs were infeasible</h2>
 <p class="note">Designs the model marked infeasible, by the first constraint each breaks (numbers as #), and the
 designs a constraint of the space excludes.</p>{infeasible_section(runs)}

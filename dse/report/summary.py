@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dse.report.breakdown import breakdown, colours
-from dse.report.data import TABLE_METRICS, Run, design_label, fmt, mapping_label, why_infeasible
+from dse.report.data import TABLE_METRICS, Run, design_label, fmt, interval_of, mapping_label, why_infeasible
 from dse.report.svg import PALETTE
 
 
@@ -23,6 +23,15 @@ def _plain(v) -> np.ndarray:
     """Values matplotlib can place: infinite and astronomically large ones (a what-if far outside physics) become gaps."""
     v = np.asarray(v, dtype=np.float64)
     return np.where(np.isfinite(v) & (np.abs(v) < 1e100), v, np.nan)
+
+
+def _whiskers(front: pd.DataFrame, metric: str, value: np.ndarray) -> np.ndarray | None:
+    """matplotlib's (2, n) error-bar lengths of ``metric``'s 80% interval, or None where it has none."""
+    bounds = interval_of(front, metric)
+    if bounds is None:
+        return None
+    lo, hi = (_plain(b) for b in bounds)
+    return np.nan_to_num(np.maximum([value - lo, hi - value], 0.0), nan=0.0)
 
 
 def figures(runs: list[Run], out: Path, stem: str) -> dict[str, str]:
@@ -46,6 +55,9 @@ def figures(runs: list[Run], out: Path, stem: str) -> dict[str, str]:
                 f = run.front.sort_values(xn)
                 fx, fy = _plain(f[xn]), _plain(f[yn])
                 ax.scatter(fx, fy, s=28, color=c, edgecolors="k", linewidths=0.6, label=f"{run.name} front", zorder=3)
+                err = {k: _whiskers(f, name, v) for k, name, v in (("xerr", xn, fx), ("yerr", yn, fy))}
+                if any(e is not None for e in err.values()):  # the 80% prediction intervals
+                    ax.errorbar(fx, fy, **err, fmt="none", ecolor=c, elinewidth=0.8, alpha=0.6, zorder=2)
                 if len(names) == 2:
                     ax.step(fx, fy, where="post", color=c, alpha=0.7)
             for name, setter in ((xn, ax.set_xscale), (yn, ax.set_yscale)):

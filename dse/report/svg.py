@@ -103,11 +103,34 @@ def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, si
             r = 4.5 if layer == "front" else 2.5
             run = escape(s["label"], quote=True)
             out.append(f'<g class="{layer}" fill="{s["colour"]}" data-run="{run}">')
-            out.extend(f'<circle class="{layer}" cx="{x:.1f}" cy="{y:.1f}" r="{r}"><title>{escape(t)}</title></circle>'
-                       for x, y, t in zip(px, py, titles))
+            if layer == "front":
+                out.append(_error_bars(ax, ay, s, m, px, py, (ML, W - MR), (MT, H - MB)))
+            tie = np.where(np.asarray(s.get("tie", np.zeros(len(m), dtype=bool)), dtype=bool)[m], ' data-tie="1"', "")
+            out.extend(f'<circle class="{layer}"{t_} cx="{x:.1f}" cy="{y:.1f}" r="{r}"><title>{escape(t)}</title></circle>'
+                       for x, y, t, t_ in zip(px, py, titles, tie))
             out.append("</g>")
     out.append("</svg>")
     return "".join(out)
+
+
+def _error_bars(ax: Axis, ay: Axis, s: dict, m: np.ndarray, px, py, xspan, yspan) -> str:
+    """One path of whiskers through the points ``m`` of series ``s``: its 80% intervals on each axis
+    (``xerr`` / ``yerr``: (lo, hi) arrays), where both ends are placeable; clipped to the plot area."""
+    segments = []
+    for err, axis, span, across in (("xerr", ax, xspan, py), ("yerr", ay, yspan, px)):
+        if err not in s:
+            continue
+        lo, hi = (np.asarray(v, dtype=np.float64)[m] for v in s[err])
+        ok = _placeable(lo) & _placeable(hi) & (~axis.log | ((lo > 0) & (hi > 0)))
+        a = np.clip(axis(np.where(ok, lo, 1.0)), min(span), max(span))
+        b = np.clip(axis(np.where(ok, hi, 1.0)), min(span), max(span))
+        for k in np.flatnonzero(ok & (np.abs(b - a) >= 0.5)):
+            c = across[k]
+            if err == "xerr":
+                segments.append(f"M{a[k]:.1f} {c:.1f}H{b[k]:.1f}M{a[k]:.1f} {c - 2:.1f}v4M{b[k]:.1f} {c - 2:.1f}v4")
+            else:
+                segments.append(f"M{c:.1f} {a[k]:.1f}V{b[k]:.1f}M{c - 2:.1f} {a[k]:.1f}h4M{c - 2:.1f} {b[k]:.1f}h4")
+    return f'<path class="ebar" stroke="{s["colour"]}" d="{"".join(segments)}"/>' if segments else ""
 
 
 def stacked_bars(labels: list[str], parts: dict[str, np.ndarray], colours: dict[str, str], unit: str = "s") -> str:

@@ -1,0 +1,177 @@
+"""80% prediction intervals on every throughput, time, cost and energy figure.
+
+The interval is one of log(predicted / measured tokens/s per GPU), the residual of the model on published
+runs it was not fitted to (leave one source out: ``python -m objectives.fit --cross-validate`` writes
+them to ``catalog/loso_residuals.csv``; ``objectives.interval_fit`` derives this module's parameters,
+``catalog/intervals.json``, from them). Its scale is locally weighted, as in split-conformal regression
+with a fitted spread (Lei, G'Sell, Rinaldo, Tibshirani & Wasserman 2018, JASA 113:1094, Sec. 5.2;
+Papadopoulos, Gammerman & Vovk 2008, normalized nonconformity), the calibration residuals being
+leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshirani 2021, Ann. Stat. 49:486):
+
+    log sigma = b0 + b_stack + b_moe + kappa * min(d, d_cap)
+    log(predicted / measured) in [sigma * z_10, sigma * z_90]
+
+- stack and dense/MoE: what the model is less sure of, one level each (objectives.interval_fit fits them,
+  shrunk toward the pool).
+- ``d`` (octaves, ``validated_distance_oct``): how far the design lies from the validated ground, the
+  Euclidean norm over :data:`FEATURES` of each axis' distance, in octaves (log2), to the nearest value that
+  a validated run of the same stack has on that axis (all stacks' runs where a stack has none): a GPU
+  count, a parallelism degree, a model size, a sequence length, a precision, a GPU generation, or a GPU's
+  peak, memory bandwidth or scale-up domain no published run of the stack has widens the interval by
+  ``exp(kappa)`` per octave. The GPU generation is read from the tensor-core formats a GPU has (no fp8:
+  Ampere class; fp8 without fp4: Hopper class; fp4: Blackwell class) and counts one unit per generation;
+  it enters through the distance and not as a level of its own because it is confounded with the stack in
+  the published runs (every megatron-2021 run is on Ampere, every Blackwell run on megatron-core): a level
+  lowered the held-out likelihood and coverage (objectives.interval_fit). The axes are looked at one by
+  one (a sorted lookup, no pass over the runs per design), so a combination of validated values that no
+  single run had counts as validated.
+- the widening stops at ``d_cap`` (the largest distance a held-out run had: beyond it the residuals say
+  nothing); ``interval_extrapolated`` marks designs past it, whose interval is then a lower bound on the
+  model's uncertainty.
+- ``z_10``, ``z_90``: the 10% and 90% quantiles of the held-out residuals divided by their sigma, every
+  source weighing the same.
+
+Times, costs and energy follow the step time: time_to_train_days, tco_usd, energy_mwh, usd_per_mtok and
+gpu_hours scale with it (objectives.reliability, objectives.cost, objectives.power; the goodput is held at
+the point prediction's, the checkpoint interval and failure rate not depending on the step time beyond the
+one-step floor), so each bound is the figure times the step time's ratio. A lower bound of a time or a cost
+goes with the upper bound of the throughput.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from objectives.base import Model, as_codes, lookup
+from objectives.table import is_constant
+
+__all__ = ["Intervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "generation", "feature_octaves", "ground_keys",
+           "distance_oct", "log_band", "load_params"]
+
+INTERVAL_PATH = Path(__file__).parent / "catalog" / "intervals.json"
+#: the share of measurements an interval is meant to hold
+LEVEL = 0.8
+#: the axes of the validated ground; each in octaves (log2), the precision as log2 of its bits per operand
+#: (bf16 4, fp8 3, fp4 2) and the scale-up mesh (0 switched, 1 full mesh) as it is
+FEATURES = ("n_gpus", "tp", "pp", "cp", "ep", "n_params", "n_params_active", "seq_len", "precision",
+            "generation", "gpu_bf16_tflop_s", "gpu_hbm_tbyte_s", "scaleup_gbyte_s", "scaleup_size", "scaleup_mesh")
+#: axes counted as they are (one unit per step), not in octaves
+_LINEAR = ("generation", "scaleup_mesh")
+GENERATIONS = ("ampere", "hopper", "blackwell")
+#: keys of different stacks lie this far apart in a sorted lookup table (every axis spans < 100 octaves)
+_STACK_OFFSET = 1000.0
+#: outputs that scale with the throughput / with the step time
+THROUGHPUT = ("tokens_per_s_per_gpu", "tokens_per_s", "mfu")
+TIME = ("step_time_s", "time_to_train_days", "gpu_hours", "energy_mwh", "tco_usd", "usd_per_mtok")
+_UNITS = {"tokens_per_s_per_gpu": "tokens/s", "tokens_per_s": "tokens/s", "mfu": "fraction", "step_time_s": "s",
+          "time_to_train_days": "days", "gpu_hours": "GPU-hours", "energy_mwh": "MWh", "tco_usd": "USD",
+          "usd_per_mtok": "USD"}
+
+
+def generation(fp8_tflop_s: np.ndarray, fp4_tflop_s: np.ndarray) -> np.ndarray:
+    """GPU generation code (0 Ampere, 1 Hopper, 2 Blackwell class) from the tensor-core formats it has."""
+    return np.where(np.isnan(fp8_tflop_s), 0.0, np.where(np.isnan(fp4_tflop_s), 1.0, 2.0))
+
+
+def _cells(fn, x: np.ndarray) -> np.ndarray:
+    """``fn`` of a column; of its one value, broadcast, where the column is constant."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.broadcast_to(fn(x[:1]), x.shape) if is_constant(x) else fn(x)
+
+
+def feature_octaves(c) -> dict[str, np.ndarray]:
+    """Each axis of :data:`FEATURES` in octaves (see the module doc); a constant column stays constant."""
+    out = {name: _cells(np.log2, c[name]) for name in FEATURES if name not in ("precision", *_LINEAR)}
+    out["precision"] = _cells(lambda p: 4.0 - p, c["precision"])  # log2 of 16, 8, 4 bits
+    out.update((name, np.asarray(c[name], dtype=np.float64)) for name in _LINEAR)
+    return out
+
+
+def ground_keys(ground: dict[str, list[list[float]]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per axis, the sorted lookup keys stack_code * offset + value of the validated values of each stack,
+    and the midpoints between neighbouring keys (a key's nearest validated key is found by one search)."""
+    out = {}
+    for name, per_stack in ground.items():
+        keys = np.unique(np.concatenate([code * _STACK_OFFSET + np.asarray(v, dtype=np.float64)
+                                         for code, v in enumerate(per_stack)]))
+        out[name] = (keys, (keys[1:] + keys[:-1]) / 2.0)
+    return out
+
+
+def distance_oct(octaves: dict[str, np.ndarray], stack: np.ndarray, keys: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Norm over the axes of each axis' distance (octaves) to the nearest validated value of the design's stack.
+
+    Every stack has values on every axis (``interval_fit`` fills a stack without runs with all runs'), and
+    keys of different stacks lie ``_STACK_OFFSET`` apart, so the nearest key is one of the design's stack."""
+    total = 0.0
+    base = _cells(lambda s: s * _STACK_OFFSET, stack)
+    for name, (k, mid) in keys.items():
+        v = octaves[name]
+        if is_constant(v) and is_constant(base):  # one lookup for the whole column
+            v, b = v[:1], base[:1]
+        else:
+            b = base
+        key = b + v
+        gap = key - k.take(np.searchsorted(mid, key))
+        total = total + gap * gap
+    return np.sqrt(np.broadcast_to(total, np.shape(stack)))
+
+
+def log_band(stack: np.ndarray, moe: np.ndarray, dist: np.ndarray, params: dict):
+    """(lo, hi, sigma): the interval of log(predicted / measured throughput) and its scale."""
+    s = params["scale"]
+    log_sigma = s["intercept"] + lookup(s["stack"], as_codes(stack)) + s["moe"] * moe + s["kappa"] * np.minimum(dist, s["d_cap"])
+    sigma = np.exp(log_sigma)
+    return sigma * params["quantile"]["lo"], sigma * params["quantile"]["hi"], sigma
+
+
+_CACHE: dict[str, tuple[dict, dict[str, tuple[np.ndarray, np.ndarray]]]] = {}
+
+
+def load_params(path: Path = INTERVAL_PATH) -> tuple[dict, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """(the interval parameters, the validated ground's lookup keys), read once."""
+    key = str(path)
+    if key not in _CACHE:
+        params = json.loads(Path(path).read_text())
+        _CACHE[key] = (params, ground_keys(params["ground"]))
+    return _CACHE[key]
+
+
+class Intervals(Model):
+    """80% intervals of the throughput and of what follows from it (module doc)."""
+
+    requires = ("stack", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "moe_experts", *(f for f in FEATURES if f != "generation"),
+                *THROUGHPUT, *TIME)
+    provides = {
+        "validated_distance_oct": "octaves; distance of the design from the validated runs of its stack, per axis",
+        "interval_extrapolated": "bool; the design lies farther from the validated runs than any held-out run did",
+        "interval_half_width_frac": "fraction; half the 80% interval of tokens_per_s_per_gpu over the prediction",
+        **{f"{name}_{end}": f"{_UNITS[name]}; {'lower' if end == 'lo' else 'upper'} end of the 80% interval of {name}"
+           for name in THROUGHPUT + TIME for end in ("lo", "hi")},
+    }
+
+    def __init__(self, path: Path = INTERVAL_PATH):
+        self.path = path
+
+    def compute(self, c, cal):
+        if not Path(self.path).exists():  # before the first derivation (objectives.interval_fit): no interval
+            nan = np.full(np.shape(c["step_time_s"]), np.nan)
+            return {name: (nan > 0) if name == "interval_extrapolated" else nan for name in self.provides}
+        params, keys = load_params(self.path)
+        gen = generation(c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
+        dist = distance_oct(feature_octaves({**c, "generation": gen}), c["stack"], keys)
+        lo, hi, _ = log_band(c["stack"], (c["moe_experts"] > 0) * 1.0, dist, params)
+        # measured throughput = predicted * exp(-log ratio): the low end of the ratio gives the high throughput
+        fast, slow = np.exp(-lo), np.exp(-hi)
+        out = {"validated_distance_oct": dist, "interval_extrapolated": dist > params["scale"]["d_cap"],
+               "interval_half_width_frac": (fast - slow) / 2.0}
+        for name in THROUGHPUT:
+            out[f"{name}_lo"] = c[name] * slow
+            out[f"{name}_hi"] = c[name] * fast
+        for name in TIME:
+            out[f"{name}_lo"] = c[name] / fast
+            out[f"{name}_hi"] = c[name] / slow
+        return out
