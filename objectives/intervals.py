@@ -117,7 +117,8 @@ def distance_oct(octaves: dict[str, np.ndarray], stack: np.ndarray, keys: dict[s
         key = b + v
         gap = key - k.take(np.searchsorted(mid, key))
         total = total + gap * gap
-    return np.sqrt(np.broadcast_to(total, np.shape(stack)))
+    shape = np.broadcast_shapes(np.shape(stack), *(np.shape(v) for v in octaves.values()))
+    return np.sqrt(np.broadcast_to(total, shape))
 
 
 def log_band(stack: np.ndarray, moe: np.ndarray, dist: np.ndarray, params: dict):
@@ -163,6 +164,7 @@ class Intervals(Model):
         params, keys = load_params(self.path)
         gen = generation(c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
         dist = distance_oct(feature_octaves({**c, "generation": gen}), c["stack"], keys)
+        dist = np.broadcast_to(dist, np.broadcast_shapes(dist.shape, np.shape(c["step_time_s"])))
         lo, hi, _ = log_band(c["stack"], (c["moe_experts"] > 0) * 1.0, dist, params)
         # measured throughput = predicted * exp(-log ratio): the low end of the ratio gives the high throughput
         fast, slow = np.exp(-lo), np.exp(-hi)
