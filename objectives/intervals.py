@@ -35,7 +35,9 @@ Times, costs and energy follow the step time: time_to_train_days, tco_usd, energ
 gpu_hours scale with it (objectives.reliability, objectives.cost, objectives.power; the goodput is held at
 the point prediction's, the checkpoint interval and failure rate not depending on the step time beyond the
 one-step floor), so each bound is the figure times the step time's ratio. A lower bound of a time or a cost
-goes with the upper bound of the throughput.
+goes with the upper bound of the throughput. The upper bound of the throughput stops where every model
+FLOP would run at the GPU's measured large-GEMM rate (``mfu`` at the GEMM efficiency of its precision,
+objectives.steptime), which no run exceeds.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from objectives.base import Model, as_codes, lookup
+from objectives.base import Model, as_codes, lookup, select
 from objectives.table import is_constant
 
 __all__ = ["Intervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "generation", "feature_octaves", "ground_keys",
@@ -144,7 +146,8 @@ def load_params(path: Path = INTERVAL_PATH) -> tuple[dict, dict[str, tuple[np.nd
 class Intervals(Model):
     """80% intervals of the throughput and of what follows from it (module doc)."""
 
-    requires = ("stack", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "moe_experts", *(f for f in FEATURES if f != "generation"),
+    requires = ("stack", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8",
+                "gpu_gemm_eff_fp4", "moe_experts", *(f for f in FEATURES if f != "generation"),
                 *THROUGHPUT, *TIME)
     provides = {
         "validated_distance_oct": "octaves; distance of the design from the validated runs of its stack, per axis",
@@ -168,6 +171,11 @@ class Intervals(Model):
         lo, hi, _ = log_band(c["stack"], (c["moe_experts"] > 0) * 1.0, dist, params)
         # measured throughput = predicted * exp(-log ratio): the low end of the ratio gives the high throughput
         fast, slow = np.exp(-lo), np.exp(-hi)
+        # no faster than every model FLOP at the GPU's measured large-GEMM rate (mfu <= GEMM efficiency)
+        eff = select(as_codes(c["precision"]), (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            roof = eff / c["mfu"]
+        fast = np.where(roof >= 1.0, np.minimum(fast, roof), fast)
         out = {"validated_distance_oct": dist, "interval_extrapolated": dist > params["scale"]["d_cap"],
                "interval_half_width_frac": (fast - slow) / 2.0}
         for name in THROUGHPUT:

@@ -144,3 +144,26 @@ def test_a_published_run_is_on_validated_ground():
                                rtol=1e-4)
     np.testing.assert_allclose(result["predicted_tokens_per_s_per_gpu_hi"], pred * np.exp(-sigma * params["quantile"]["lo"]),
                                rtol=1e-4)
+
+
+def test_the_upper_bound_stops_at_the_gemm_roofline():
+    """MFU (causal attention counted) never exceeds the GPU's measured large-GEMM efficiency (objectives.steptime):
+    H100's is 0.802 in bf16 (gpus.yaml, ml-engineering MAMF). Llama 3 8B on 64 H100s as the model puts it, and
+    the same columns with its MFU set to 0.75: the interval's upper factor (about 1.2) would take it to 0.9, so
+    it stops at 0.802 / 0.75 = 1.0693, mfu_hi = 0.802, and every fast bound takes the same factor."""
+    from objectives.intervals import Intervals
+    from objectives.pipeline import MODELS, prepare, run_models
+
+    table = dict(model="llama3-8b", gpu="h100-sxm", n_gpus=64, global_batch=128, seq_len=8192, tp=[2, 2], pp=1,
+                 micro_batch=1, precision="bf16", train_tokens=1e12)
+    _, floats = prepare(table)
+    work = run_models(floats, None, MODELS[:-1])
+    work["mfu"] = np.array([work["mfu"][0], 0.75])
+    out = Intervals()(work)
+    free = out["tokens_per_s_per_gpu_hi"][0] / work["tokens_per_s_per_gpu"][0]
+    assert out["mfu_hi"][0] / work["mfu"][0] == pytest.approx(free) and free > 0.802 / 0.75
+    assert out["mfu_hi"][1] == pytest.approx(0.802, rel=1e-12)
+    np.testing.assert_allclose(out["tokens_per_s_per_gpu_hi"][1] / work["tokens_per_s_per_gpu"][1], 0.802 / 0.75,
+                               rtol=1e-12)
+    np.testing.assert_allclose(out["step_time_s_lo"][1], work["step_time_s"][1] * 0.75 / 0.802, rtol=1e-12)
+    assert out["tokens_per_s_per_gpu_lo"][1] == pytest.approx(out["tokens_per_s_per_gpu_lo"][0])  # the slow end stays
