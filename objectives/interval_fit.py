@@ -21,7 +21,7 @@ Derivation (:func:`derive`; the interval's form is in objectives/intervals.py):
    half-way to the pool, a level no source has (a stack held out) is the pool. kappa is kept >= 0
    (distance never narrows an interval). A GPU-generation level was tried and left out: confounded with
    the stack, it lowered the nested held-out Laplace likelihood (-1.642 against -1.683 per run) and the
-   nested coverage (63% against 73% of runs) on the residuals of 2026-05; the generation is an axis of
+   nested coverage (63% against 73% of runs) on the residuals of 2026-12; the generation is an axis of
    the distance instead.
 3. Quantiles: z_10 and z_90 of log_ratio / sigma, every source weighing the same.
 
