@@ -41,8 +41,17 @@ import numpy as np
 import pandas as pd
 
 from objectives.calibration import STACKS
-from objectives.intervals import (FEATURES, GENERATIONS, INTERVAL_PATH, LEVEL, distance_oct, feature_octaves,
-                                  generation, ground_keys, log_band)
+from objectives.intervals import (
+    FEATURES,
+    GENERATIONS,
+    INTERVAL_PATH,
+    LEVEL,
+    distance_oct,
+    feature_octaves,
+    generation,
+    ground_keys,
+    log_band,
+)
 from objectives.table import CATEGORIES
 from objectives.validation import source_of
 
