@@ -233,11 +233,18 @@ class ComputeTime(Model):
         overhead = lookup(cal.kernel_overhead_s, stack)
         overhead_moe = overhead + cal.moe_expert_overhead_s * c["moe_experts"] / np.maximum(c["ep"], 1.0)
 
+        # the column-parallel attention GEMMs (QKV; MLA: the up projections), whose backward collectives can
+        # hide behind them (objectives.communication); selective recompute re-runs MLA's up projections and
+        # their rotary embedding (Megatron-Core recompute_modules mla_up_proj, as every Megatron-Bridge
+        # DeepSeek-V3 recipe sets), whose per-head queries, keys and values it does not keep (objectives.memory)
+        t_qkv = 2.0 * tokens * (attn_split - ctx * h) / t / proj_rate
+        up_rerun = np.where(mla & (c["recompute"] == 1), t_qkv + tokens * e["qk"] * rope / hbm, 0.0)
+
         def passes(t_mm, t_elem, t_cast_fwd, t_cast_bwd, t_cast_w, ov):
             """(forward, backward, recompute) of one layer of a kind, its attention core aside: backward 2x
-            the GEMMs and element-wise work, full recompute one more forward."""
+            the GEMMs and element-wise work, full recompute one more forward, selective MLA's up projections."""
             fwd = t_mm + t_elem + t_cast_fwd + ov + t_cast_w
-            return fwd, 2.0 * (t_mm + t_elem + ov) + t_cast_bwd, np.where(c["recompute"] == 2, fwd, 0.0)
+            return fwd, 2.0 * (t_mm + t_elem + ov) + t_cast_bwd, np.where(c["recompute"] == 2, fwd, up_rerun)
 
         f_moe, b_moe, r_moe = passes(t_mm_moe, t_elem_moe, cast_attn_fwd + cast_ffn_fwd_moe,
                                      cast_attn_bwd + cast_ffn_bwd_moe, cast_w_moe, overhead_moe)
@@ -267,8 +274,6 @@ class ComputeTime(Model):
         t_logits = 3.0 * np.maximum(2.0 * tokens * h * v_local / logits_rate, 2.0 * h * v_local / hbm) \
             + 3.0 * 8.0 * tokens * v_local / hbm
 
-        # the column-parallel GEMMs whose backward collectives can hide behind them (objectives.communication)
-        t_qkv = 2.0 * tokens * (attn_split - ctx * h) / t / proj_rate
         f1 = (n_mats - 1.0) / n_mats  # gate and up: the FC1 share of an FFN's matrices
         t_fc1 = f1 * (m * t_ffn_moe + (n - m) * t_ffn_dense) * per
         flops_ffn = (m * (flops_routed + flops_shared) + (n - m) * flops_dense) * per

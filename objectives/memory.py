@@ -144,7 +144,10 @@ class Memory(Model):
         # MLA: each latent's norm input (bf16) and its up projection's saved input, on the sequence shard
         # (Megatron-Core: the down projections run on it, the up projections gather it again)
         latents = np.where(c["kv_lora_rank"] > 0, (2.0 + g) * (c["q_lora_rank"] + c["kv_lora_rank"]), 0.0)
-        attn_interior = sb * (2.0 * q + 2.0 * k + 2.0 * vals + context) / t + sb * latents / sp_split
+        # selective recompute of an MLA layer re-runs its up projections (Megatron-Core recompute_modules
+        # mla_up_proj): its per-head queries, keys and values are not kept, the latents are
+        qkv = np.where((c["kv_lora_rank"] > 0) & (rc == 1), 0.0, 2.0 * q + 2.0 * k + 2.0 * vals)
+        attn_interior = sb * (qkv + context) / t + sb * latents / sp_split
         f_unit = 2.0 * (1.0 + c["ffn_kind"]) + g  # per FFN width: bf16 activation input, saved FC2 input
         active = np.where(moe, c["moe_topk"] + c["moe_shared_experts"], 1.0)
         dense_width = np.where(moe & (c["dense_d_ff"] > 0), c["dense_d_ff"], c["d_ff"])
