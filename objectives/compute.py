@@ -12,6 +12,14 @@
   fewer output tiles fill fewer waves of the GPU's SMs. The projections (QKV, output) and the MLP each
   have their own widths. The batched QK^T and AV GEMMs of unfused attention run at the large-GEMM rate on
   rows of s (x the stack's ``attn_kernel_scale``), their scores' HBM traffic counted apart.
+- Windowed layers (objectives/transformer.py): flash attention does a sliding window's band of W keys plus
+  the partly masked key tile at its edge (W + ATTN_TILE/2 keys per query, at most s/2), or a chunked layer's
+  aligned chunks (C/2 keys per query); unfused attention masks the full s x s and saves nothing.
+- MLA: its down projections run duplicated on every tp rank on the sequence shard, as one GEMM of width
+  q_lora + kv_lora + rope; its up projections and output are tensor parallel; QK^T runs over
+  qk_nope + qk_rope per head and AV over v_head_dim.
+- A stage mixing MoE and dense layers, full and windowed attention (objectives/layout.py) sums each kind's
+  layer time over the layers of that kind it holds; ``time_layer_*`` are the busiest stage's mean layer.
 - Element-wise work (norms, residual adds fused with bias and dropout, activation functions, rotary on q
   and k, the cross-entropy over fp32 logits) is bound by HBM bandwidth; sequence parallelism splits the
   h-wide part over tp ranks (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
@@ -29,7 +37,8 @@
 Backward costs 2x forward for GEMMs and element-wise work. Full recompute adds one forward. Selective
 recompute re-runs the attention core (QK^T, softmax, dropout, AV; Korthikanti Sec. 4.2.2): on unfused
 stacks that is one more forward of the core; flash attention's backward recomputes its scores anyway
-(Dao 2023) and keeps no s x s activations, so there it adds nothing.
+(Dao 2023) and keeps no s x s activations, so there it adds nothing. On MLA it also re-runs the up
+projections and their rotary embedding (Megatron-Core ``recompute_modules`` mla_up_proj).
 """
 
 from __future__ import annotations

@@ -39,7 +39,17 @@ GEMM and drop the 16-bit one: transformer_engine/pytorch/module/linear.py, layer
                         selective recompute (Sec. 4.2.2), and never stored by fused (flash) attention,
                         which recomputes them in its backward (Dao et al. 2022)
 
-In bf16 these reduce to the paper's 34·sbh (4·q + 4·kv + 2·f·(2 + swiglu) + 10·h).
+In bf16 these reduce to the paper's 34·sbh (4·q + 4·kv + 2·f·(2 + swiglu) + 10·h). With MLA (objectives/
+transformer.py; Megatron-Core multi_latent_attention.py, unabsorbed) the attention keeps per-head Q and K of
+qk_nope + qk_rope and V and the context of v_head_dim, and each latent's norm input and its up projection's
+input on the sequence shard; selective recompute re-runs the up projections (``mla_up_proj``) and keeps
+no Q, K, V. An MoE layer's FFN interior counts its top-k and shared experts; its shared experts and router
+are dense parameters (split over tp, sharded over dp x cp), its routed experts expert parameters.
+Windowed attention changes no activation: flash attention stores no scores, and unfused attention masks a
+full s x s.
+
+Models mixing layer kinds are costed on the busiest stage (objectives/layout.py): its MoE layers'
+parameters and its dense layers', and the mean of its layers' activations per layer in flight.
 Full recompute keeps only each layer's 2·s·b·h input (divided by t with sequence parallelism) plus one
 layer's activations, without stored scores, while it is recomputed. A pipeline stage holds L/p layers for min(p, m) micro-batches
 in flight under 1F1B, and L·(1 + (p-1)/(p·v)) layer-micro-batches under the interleaved schedule
