@@ -215,3 +215,18 @@ def test_windowed_search_and_mla_rows_are_vectorized():
                                    n_gpus=8, global_batch=8, tp=1, pp=1, micro_batch=1, ep=1))
     one = [_one(_eval(m), "model_flops_per_token") for m in ("deepseek-v3", "gpt-oss-120b", "llama3-70b")]
     assert np.array_equal(out["model_flops_per_token"], one)
+
+
+def test_selective_recompute_of_mla_drops_its_per_head_qkv():
+    """Selective recompute of an MLA layer re-runs its up projections (Megatron-Core recompute_modules
+    mla_up_proj) and keeps no per-head Q, K, V: of the 569,344 bytes per token of the MoE layer above,
+    Q 49,152 + K 49,152 + V 32,768 = 131,072 go, 438,272 stay: 64 layer-micro-batches of 4,096 tokens plus the
+    logits = 117.008498688 GB. Its compute re-runs the up projections, their column-parallel GEMMs."""
+    row = dict(n_gpus=256, global_batch=4096, pp=16, ep=8, precision="bf16")
+    none = _eval("deepseek-v3", recompute="none", **row)
+    sel = _eval("deepseek-v3", recompute="selective", **row)
+    assert _one(sel, "mem_activations_gb") == pytest.approx(117.008498688, rel=1e-12)
+    rerun = _one(sel, "time_layer_bwd_s") - _one(none, "time_layer_bwd_s")
+    assert rerun > _one(sel, "time_qkv_gemm_s") and rerun < 1.1 * _one(sel, "time_qkv_gemm_s")
+    dense = _eval("llama3-70b", n_gpus=8, tp=8, recompute="selective")  # flash attention: selective is free
+    assert _one(dense, "time_layer_bwd_s") == _one(_eval("llama3-70b", n_gpus=8, tp=8, recompute="none"), "time_layer_bwd_s")
