@@ -90,16 +90,20 @@ class TransformerMath(Model):
         "n_params_active": "count; parameters a token passes through (top-k and shared experts, embeddings included)",
         "params_attn_layer": "count; attention matmul parameters of one layer (Q, K, V, O; MLA: down and up projections)",
         "params_attn_replicated_layer": "count; of which MLA's down projections, replicated on every tensor-parallel rank",
-        "params_ffn_layer": "count; feed-forward parameters of one MoE layer (routed and shared experts, router), or of a dense layer in a dense model",
-        "params_ffn_active_layer": "count; feed-forward parameters one token uses in one MoE layer (top-k and shared experts, router), or in a dense layer",
+        "params_ffn_layer": "count; feed-forward parameters of one MoE layer (routed and shared experts, router), or of a "
+                            "dense layer in a dense model",
+        "params_ffn_active_layer": "count; feed-forward parameters one token uses in one MoE layer (top-k and shared "
+                                   "experts, router), or in a dense layer",
         "params_expert_layer": "count; routed-expert parameters of one MoE layer (sharded by expert parallelism; 0 dense)",
-        "params_ffn_dense_layer": "count; feed-forward parameters of one dense layer (width dense_d_ff in an MoE model, d_ff in a dense one)",
+        "params_ffn_dense_layer": "count; feed-forward parameters of one dense layer (width dense_d_ff in an MoE model, d_ff "
+                                  "in a dense one)",
         "params_embedding": "count; input embedding plus output projection (once if tied)",
         "n_moe_layers": "count; MoE layers (after moe_dense_layers dense ones, every moe_layer_freq-th)",
         "n_windowed_layers": "count; layers attending within attn_window tokens (attn_window_frac of them)",
         "attn_qk_dim": "count; per-head width of QK^T (d_head; MLA qk_nope_dim + qk_rope_dim)",
         "attn_v_dim": "count; per-head width of values and context (d_head; MLA v_head_dim)",
-        "kv_cache_bytes_per_token": "bytes; bf16 K and V per token over the full-attention layers (MLA: the latent and the rotary key); windowed layers hold at most attn_window tokens and are left out",
+        "kv_cache_bytes_per_token": "bytes; bf16 K and V per token over the full-attention layers (MLA: the latent and the "
+                                    "rotary key); windowed layers hold at most attn_window tokens and are left out",
         "flops_per_token_fwd": "FLOP; model forward FLOPs per token (causal attention core; windowed layers within their window)",
         "model_flops_per_token": "FLOP; model training FLOPs per token, 3x forward, causal attention, recompute excluded",
         "model_flops_per_token_full_attn": "FLOP; the same with the full s x s attention core (Narayanan Eq. 3, NeMo 24.x, MosaicML)",
