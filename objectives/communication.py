@@ -19,7 +19,8 @@ Volumes (16-bit activations; gradients in the stack's precision):
   overlapped with the attention core; only what exceeds it is exposed. A ring over more than one NVLink
   domain steps at its cross-domain hop (``collectives.ring_hop_s``); a recomputed attention core (full
   recompute; selective on unfused stacks) passes K and V around again.
-- Expert parallelism (Lepikhin et al. 2021, GShard): per MoE layer an all-to-all dispatch and combine of
+- Expert parallelism (Lepikhin et al. 2021, GShard): per MoE layer of the busiest stage
+  (objectives.layout; dense layers and shared experts dispatch nothing) an all-to-all dispatch and combine of
   top-k copies of each token in the forward, and again in the backward, and in the recomputed forward of
   full recompute (6 instead of 4); the fraction ``ep_comm_exposed`` is not hidden where the stack overlaps
   it with compute (Megatron-Core 2025+), all of it otherwise.
@@ -107,7 +108,8 @@ def tiers_of(c, cal) -> Tiers:
 
 class Communication(Model):
     requires = (
-        "d_model", "n_kv_heads", "d_head", "seq_len", "moe_experts", "moe_topk", "layers_per_stage",
+        "d_model", "n_kv_heads", "attn_qk_dim", "attn_v_dim", "seq_len", "moe_experts", "moe_topk", "layers_per_stage",
+        "moe_layers_per_stage",
         "tp", "pp", "cp", "ep", "vp", "dp", "micro_batch", "n_microbatches", "recompute", "sequence_parallel",
         "zero_stage", "params_per_gpu", "params_expert_per_gpu", "etp", "time_attn_fwd_s", "time_layer_fwd_s",
         "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh",
@@ -148,7 +150,8 @@ class Communication(Model):
 
         # context parallel ring: (cp-1) K+V chunk passes fwd, K, V, dK, dV bwd; stride tp. Its slowest hop
         # paces each step (collectives.ring_hop_s); a re-run attention core passes K and V again
-        kv_chunk = ACT_BYTES * 2.0 * tokens * c["n_kv_heads"] * c["d_head"] / np.minimum(t, c["n_kv_heads"])
+        # K and V chunk (MLA: its up-projected per-head keys and values, Megatron-Core's CP on MLA)
+        kv_chunk = ACT_BYTES * tokens * c["n_kv_heads"] * (c["attn_qk_dim"] + c["attn_v_dim"]) / np.minimum(t, c["n_kv_heads"])
         cp_fwd = (cp - 1.0) * ring_hop_s(kv_chunk, cp, t, net)
         rerun = full | ((c["recompute"] == 1.0) & (lookup(_UNFUSED_ATTN, stack) > 0))
         cp_exposed = layers * ((1.0 + rerun) * np.maximum(cp_fwd - c["time_attn_fwd_s"], 0.0)
@@ -162,7 +165,8 @@ class Communication(Model):
             a2a_bytes = ACT_BYTES * tokens * c["moe_topk"] * c["d_model"] / t
             ep_exposed = lookup(np.where(_EP_OVERLAP > 0, cal.ep_comm_exposed, 1.0), stack)
             n_a2a = 4.0 + 2.0 * full
-            ep = np.where(routed, layers * n_a2a * all_to_all_s(a2a_bytes, c["ep"], t, net), 0.0) * ep_exposed
+            moe_layers = c["moe_layers_per_stage"]  # the busiest stage's MoE layers (objectives.layout)
+            ep = np.where(routed, moe_layers * n_a2a * all_to_all_s(a2a_bytes, c["ep"], t, net), 0.0) * ep_exposed
 
         # pipeline: activations forward and gradients back per micro-batch per model chunk; stride tp*cp*dp
         sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)

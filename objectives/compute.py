@@ -12,6 +12,14 @@
   fewer output tiles fill fewer waves of the GPU's SMs. The projections (QKV, output) and the MLP each
   have their own widths. The batched QK^T and AV GEMMs of unfused attention run at the large-GEMM rate on
   rows of s (x the stack's ``attn_kernel_scale``), their scores' HBM traffic counted apart.
+- Windowed layers (objectives/transformer.py): flash attention does a sliding window's band of W keys plus
+  the partly masked key tile at its edge (W + ATTN_TILE/2 keys per query, at most s/2), or a chunked layer's
+  aligned chunks (C/2 keys per query); unfused attention masks the full s x s and saves nothing.
+- MLA: its down projections run duplicated on every tp rank on the sequence shard, as one GEMM of width
+  q_lora + kv_lora + rope; its up projections and output are tensor parallel; QK^T runs over
+  qk_nope + qk_rope per head and AV over v_head_dim.
+- A stage mixing MoE and dense layers, full and windowed attention (objectives/layout.py) sums each kind's
+  layer time over the layers of that kind it holds; ``time_layer_*`` are the busiest stage's mean layer.
 - Element-wise work (norms, residual adds fused with bias and dropout, activation functions, rotary on q
   and k, the cross-entropy over fp32 logits) is bound by HBM bandwidth; sequence parallelism splits the
   h-wide part over tp ranks (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
@@ -29,7 +37,8 @@
 Backward costs 2x forward for GEMMs and element-wise work. Full recompute adds one forward. Selective
 recompute re-runs the attention core (QK^T, softmax, dropout, AV; Korthikanti Sec. 4.2.2): on unfused
 stacks that is one more forward of the core; flash attention's backward recomputes its scores anyway
-(Dao 2023) and keeps no s x s activations, so there it adds nothing.
+(Dao 2023) and keeps no s x s activations, so there it adds nothing. On MLA it also re-runs the up
+projections and their rotary embedding (Megatron-Core ``recompute_modules`` mla_up_proj).
 """
 
 from __future__ import annotations
@@ -38,8 +47,9 @@ import numpy as np
 
 from objectives.base import Model, as_codes, lookup, select
 from objectives.calibration import trait
+from objectives.transformer import attended_keys
 
-__all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN"]
+__all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN", "ATTN_TILE"]
 
 #: HBM bytes per token per layer forward of the element-wise kernels of a Megatron-Core layer with
 #: Transformer Engine's fusions, per element of the width named: "h": 2 norms (r+w: 2 x 4 B) and 2
@@ -55,6 +65,9 @@ CAST_BYTES = 4.0
 #: (Korthikanti Sec. 4.1: the 5as^2b term is what is kept of this traffic)
 UNFUSED_SCORE_BYTES = 13.0
 BYTES_PER_ELEMENT = (2.0, 1.0, 0.5)  # bf16, fp8, fp4 GEMM operands
+#: tokens per key tile of the flash-attention kernels (FlashAttention-2 and -3 forward: 128 x 128 tiles for
+#: head dimensions 64-256; Dao 2023 Sec. 3.1, Shah et al. 2024 Sec. 3)
+ATTN_TILE = 128.0
 _ATTN_KERNEL = trait("attention_kernel")
 _ATTN_WORK = np.where(_ATTN_KERNEL > 0, 0.5, 1.0)  # share of the s x s work done (flash skips the masked half)
 _ATTN_BWD = np.where(_ATTN_KERNEL > 0, 2.5, 2.0)  # backward / forward of the attention core
@@ -68,9 +81,13 @@ def _fill(width: np.ndarray, n_half: float) -> np.ndarray:
 
 class ComputeTime(Model):
     requires = (
-        "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
-        "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
-        "params_ffn_active_layer", "layers_per_stage", "layers_last_stage", "etp", "precision", "tp", "pp", "cp", "ep",
+        "n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "ffn_kind", "vocab_size",
+        "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_attn_replicated_layer",
+        "params_expert_layer", "params_ffn_layer", "params_ffn_dense_layer", "attn_qk_dim", "attn_v_dim",
+        "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "moe_shared_experts", "dense_d_ff",
+        "attn_window", "attn_window_kind", "layers_per_stage", "layers_last_stage", "moe_layers_per_stage",
+        "moe_layers_last_stage", "full_attn_layers_per_stage", "full_attn_layers_last_stage",
+        "etp", "precision", "tp", "pp", "cp", "ep",
         "micro_batch", "recompute", "dropout",
         "sequence_parallel", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16",
         "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbyte_s", "stack",
@@ -78,12 +95,14 @@ class ComputeTime(Model):
     provides = {
         "gemm_flops_per_s": "FLOP/s; achievable GEMM rate at the run's precision (peak x measured efficiency)",
         "peak_flops_per_s": "FLOP/s; dense peak at the run's precision (the MFU denominator)",
-        "time_layer_fwd_s": "s; one layer's forward pass for one micro-batch",
-        "time_layer_bwd_s": "s; one layer's backward pass (plus recompute) for one micro-batch",
-        "time_attn_fwd_s": "s; the attention core's forward in one layer for one micro-batch",
-        "time_qkv_gemm_s": "s; one layer's QKV projection GEMM for one micro-batch (its input- and weight-gradient GEMMs each "
-                           "take as long)",
-        "time_fc1_gemm_s": "s; one layer's first feed-forward GEMM (gate and up) for one micro-batch, likewise",
+        "time_layer_fwd_s": "s; one layer's forward pass for one micro-batch (the busiest stage's mean layer)",
+        "time_layer_bwd_s": "s; one layer's backward pass (plus recompute) for one micro-batch (the busiest stage's mean "
+                            "layer)",
+        "time_attn_fwd_s": "s; the attention core's forward in one layer for one micro-batch (the busiest stage's mean layer)",
+        "time_qkv_gemm_s": "s; one layer's column-parallel attention GEMMs (QKV; MLA: the up projections) for one "
+                           "micro-batch (its input- and weight-gradient GEMMs each take as long)",
+        "time_fc1_gemm_s": "s; one layer's first feed-forward GEMM (gate and up) for one micro-batch, likewise (the busiest "
+                           "stage's mean layer)",
         "time_logits_s": "s; output projection and cross-entropy, forward and backward, one micro-batch",
         "time_compute_mb_s": "s; compute of one micro-batch on the slowest pipeline stage",
         "con_precision": "flag; 1 where the GPU has no tensor cores for the precision (<= 0 supported)",
@@ -104,80 +123,157 @@ class ComputeTime(Model):
         stack = as_codes(c["stack"])
         tokens = c["micro_batch"] * c["seq_len"] / c["cp"]  # tokens one GPU processes per micro-batch
         moe = c["moe_experts"] > 0
-        q = c["n_heads"] * c["d_head"]
-        kv = c["n_kv_heads"] * c["d_head"]
-        active = np.where(moe, c["moe_topk"], 1.0)
+        mla = c["kv_lora_rank"] > 0
+        q = c["n_heads"] * c["attn_qk_dim"]  # queries; keys n_kv_heads wide (MLA: n_kv_heads = n_heads)
+        k = c["n_kv_heads"] * c["attn_qk_dim"]
+        vals = c["n_kv_heads"] * c["attn_v_dim"]
+        ctx = c["n_heads"] * c["attn_v_dim"]
         n_mats = 2.0 + c["ffn_kind"]
         two_h = 2.0 * h
-
-        # linear layers: FLOPs of the active parameters; bytes = weights this GPU holds and streams once
-        # plus every GEMM's activation input and output (16-bit)
-        # small GEMMs fill fewer tiles and waves: rate x d / (d + n_half) on the narrowest width of the
-        # weight (N, K) and again on the rows (M: the tokens of the micro-batch, or those one expert gets)
+        sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
         n_half = cal.gemm_n_half
-        rows_expert = np.where(moe, tokens * active * c["ep"] / np.maximum(c["moe_experts"], 1.0), tokens)
-        proj_rate = gemm_rate * _fill(np.minimum(h, q / t), n_half) * _fill(tokens, n_half)
-        ffn_rate = gemm_rate * _fill(np.minimum(h, c["d_ff"] / t), n_half) * _fill(rows_expert, n_half)
-        flops_proj_mm = 2.0 * tokens * c["params_attn_layer"] / t  # QKV and output projections
-        flops_ffn_mm = 2.0 * tokens * c["params_ffn_active_layer"] / t
-        weights_local = c["params_attn_layer"] + c["params_ffn_layer"] / np.where(moe, c["ep"] * c["etp"] / t, 1.0)
-        act_io = 2.0 * tokens * (two_h + 2.0 * q + 2.0 * kv + active * (two_h + n_mats * c["d_ff"]))
-        bytes_mm = (bpe * weights_local + act_io) / t
-        t_mm = np.maximum(flops_proj_mm / proj_rate + flops_ffn_mm / ffn_rate, bytes_mm / hbm)
-        gemm_rate = (flops_proj_mm + flops_ffn_mm) / (flops_proj_mm / proj_rate + flops_ffn_mm / ffn_rate)  # their mean rate
+        e = ELEMENTWISE_BYTES_PER_TOKEN
+        quantized = prec > 0
 
-        # attention core. Flash attention (fused) skips the masked half (Dao 2023) and keeps the scores on
+        # --- attention projections, the same in every layer. Tensor parallel Q/K/V (MLA: the up
+        # projections) and O; MLA's down projections are duplicated on every tp rank (Megatron-Core
+        # multi_latent_attention.py: TELinear parallel_mode 'duplicated'), run on the sequence-parallel shard
+        # (all tokens without sequence parallelism) as one GEMM of width q_lora + kv_lora + rope (its fused
+        # form, linear_qkv_down_proj). Small GEMMs fill fewer tiles and waves: rate x d / (d + n_half) on the
+        # narrowest width of the weight (N, K) and again on the rows (M: the tokens)
+        repl = c["params_attn_replicated_layer"]
+        down_width = np.where(c["q_lora_rank"] > 0, c["q_lora_rank"], 0.0) + c["kv_lora_rank"] + c["qk_rope_dim"]
+        proj_rate = gemm_rate * _fill(np.minimum(h, q / t), n_half) * _fill(tokens, n_half)
+        down_rate = gemm_rate * _fill(np.minimum(h, np.maximum(down_width, 1.0)), n_half) * _fill(tokens / sp_split, n_half)
+        attn_split = c["params_attn_layer"] - repl
+        t_proj = 2.0 * tokens * attn_split / t / proj_rate + np.where(mla, 2.0 * tokens / sp_split * repl / down_rate, 0.0)
+        flops_proj = 2.0 * tokens * attn_split / t + 2.0 * tokens / sp_split * repl
+        attn_weights = attn_split / t + repl  # this GPU's attention weights, streamed once
+        latents = np.where(mla, np.where(c["q_lora_rank"] > 0, c["q_lora_rank"], 0.0) + c["kv_lora_rank"], 0.0)
+        # 16-bit activations in and out of every GEMM: QKV (MLA: down and up) input h and outputs, O input
+        # ctx and output h; MLA's latents written by the down GEMM and read by the up GEMMs
+        attn_io = 2.0 * tokens * ((two_h + q + k + vals + ctx) / t + (2.0 * latents + c["qk_rope_dim"]) / sp_split)
+
+        # --- feed-forward, by layer kind: an MoE layer (top-k routed experts on the tokens routed to each,
+        # shared experts and the router on every token) and a dense layer (width dense_d_ff; d_ff in a dense model)
+        experts = np.maximum(c["moe_experts"], 1.0)
+        topk = np.where(moe, c["moe_topk"], 0.0)
+        shared = np.where(moe, c["moe_shared_experts"], 0.0)
+        rows_expert = tokens * topk * c["ep"] / experts
+        routed_rate = gemm_rate * _fill(np.minimum(h, c["d_ff"] / t), n_half) * _fill(np.maximum(rows_expert, 1.0), n_half)
+        shared_rate = gemm_rate * _fill(np.minimum(h, np.maximum(shared, 1.0) * c["d_ff"] / t), n_half) * _fill(tokens, n_half)
+        dense_width = np.where(moe & (c["dense_d_ff"] > 0), c["dense_d_ff"], c["d_ff"])
+        dense_rate = gemm_rate * _fill(np.minimum(h, dense_width / t), n_half) * _fill(tokens, n_half)
+        one_expert = n_mats * h * c["d_ff"]
+        flops_routed = 2.0 * tokens * (topk * one_expert + h * c["moe_experts"]) / t  # the router at the experts' rate
+        flops_shared = 2.0 * tokens * shared * one_expert / t
+        flops_dense = 2.0 * tokens * c["params_ffn_dense_layer"] / t
+        t_ffn_moe = flops_routed / routed_rate + flops_shared / shared_rate
+        t_ffn_dense = flops_dense / dense_rate
+        moe_weights = c["params_expert_layer"] / (c["ep"] * c["etp"]) + (c["params_ffn_layer"] - c["params_expert_layer"]) / t
+        dense_weights = c["params_ffn_dense_layer"] / t
+        widths_moe = c["d_ff"] * (topk + shared)  # FFN interior widths a token passes through
+        moe_io = 2.0 * tokens * (topk + shared) * (two_h + n_mats * c["d_ff"]) / t
+        dense_io = 2.0 * tokens * (two_h + n_mats * dense_width) / t
+        # roofline of each layer kind's GEMMs: their FLOPs at their rates, or their weights and activations
+        # through HBM where that takes longer (Williams et al. 2009)
+        t_mm_moe = np.maximum(t_proj + t_ffn_moe, (bpe * (attn_weights + moe_weights) + attn_io + moe_io) / hbm)
+        t_mm_dense = np.maximum(t_proj + t_ffn_dense, (bpe * (attn_weights + dense_weights) + attn_io + dense_io) / hbm)
+
+        # attention core. Flash attention (fused) skips fully masked tiles (Dao 2023) and keeps the scores on
         # chip, at the GPU's measured flash-attention efficiency for the stack's kernel class, rolling off
-        # for short sequences. Unfused attention runs QK^T and AV over the full s x s as batched GEMMs of
-        # inner width d_head and streams the scores through HBM (UNFUSED_SCORE_BYTES per score forward); the
-        # stack's attn_kernel_scale scales that GEMM rate as it scales the flash kernels' efficiency
+        # for short sequences: a full causal layer does s/2 keys per query; a sliding-window layer the band of
+        # its window plus the partly masked tiles at the band's edge, W + ATTN_TILE/2 (a query tile's band of W
+        # keys crosses W/B + 1 key tiles of B where the causal diagonal crosses one, whose half the measured
+        # efficiency already carries; FlashAttention-2, Dao 2023, Sec. 3.1.1); chunked layers their chunks
+        # (tiles align with them). Unfused attention runs QK^T and AV over the full s x s as batched GEMMs and
+        # streams the scores through HBM (UNFUSED_SCORE_BYTES per score forward), windowed layers too (the
+        # mask is applied to the scores, nothing skipped); the stack's attn_kernel_scale scales that GEMM rate
+        # as it scales the flash kernels' efficiency
         kernel = lookup(_ATTN_KERNEL, stack)
         fused = kernel > 0
         flash_eff = select(kernel, (c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa3"])) \
             * lookup(cal.attn_kernel_scale, stack) * c["seq_len"] / (c["seq_len"] + cal.attn_seq_half)
         flash_rate = np.minimum(bf16_rate * flash_eff, bf16_gemm)  # no faster than the GPU's large GEMMs
-        flops_attn = lookup(_ATTN_WORK, stack) * 4.0 * tokens * c["seq_len"] * q / t
+        s = c["seq_len"]
+        window = c["attn_window"]
+        chunked = c["attn_window_kind"] > 0
+        band = np.where(chunked, attended_keys(s, window, 1.0), np.minimum(window + 0.5 * ATTN_TILE, 0.5 * s))
+        keys_win = np.where((window > 0) & (window < s), band, 0.5 * s)
+        flops_per_key = 2.0 * tokens * c["n_heads"] * (c["attn_qk_dim"] + c["attn_v_dim"]) / t
         if fused.all():  # every row's stack runs flash attention
-            t_attn = flops_attn / flash_rate
+            t_attn_full = flops_per_key * 0.5 * s / flash_rate
+            t_attn_win = flops_per_key * keys_win / flash_rate
         else:
-            unfused_rate = bf16_gemm * _fill(c["seq_len"], n_half) * lookup(cal.attn_kernel_scale, stack)
+            unfused_rate = bf16_gemm * _fill(s, n_half) * lookup(cal.attn_kernel_scale, stack)
             attn_rate = np.where(fused, flash_rate, unfused_rate)
-            scores_bytes = np.where(fused, 0.0, UNFUSED_SCORE_BYTES * tokens * c["seq_len"] * c["n_heads"] / t)
-            t_attn = flops_attn / attn_rate + scores_bytes / hbm
+            scores_bytes = np.where(fused, 0.0, UNFUSED_SCORE_BYTES * tokens * s * c["n_heads"] / t)
+            t_attn_full = flops_per_key * np.where(fused, 0.5 * s, s) / attn_rate + scores_bytes / hbm
+            t_attn_win = flops_per_key * np.where(fused, keys_win, s) / attn_rate + scores_bytes / hbm
         attn_bwd = lookup(_ATTN_BWD, stack)  # flash backward: 5 matmuls against 2; unfused: 2x forward
 
+        # element-wise work through HBM: norms and residual adds (h, split over tp with sequence
+        # parallelism), rotary on q and k (MLA: the rotary part only, its shared key on every tp rank),
+        # MLA's latent norms, the activation function over each layer kind's FFN widths; MoE token
+        # permutation: dispatch reads h and writes k copies, combine the reverse (16-bit)
         f_bytes = lookup(_F_BYTES, c["ffn_kind"])
-        sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
-        # MoE token permutation: dispatch reads h and writes k copies, combine the reverse (16-bit)
-        permute = np.where(moe, 2.0 * 2.0 * h * (1.0 + active) / sp_split, 0.0)
-        e = ELEMENTWISE_BYTES_PER_TOKEN
+        rope = np.where(mla, c["n_heads"] * c["qk_rope_dim"] / t + c["qk_rope_dim"], (q + k) / t)
         h_bytes = e["h"] + e["h_dropout"] * (c["dropout"] > 0)
-        bytes_elem = tokens * (h_bytes * h / sp_split + e["qk"] * (q + kv) / t + f_bytes * c["d_ff"] * active / t
-                               + permute)
+        elem_common = tokens * (h_bytes * h / sp_split + e["qk"] * rope + 4.0 * latents / sp_split)
+        permute = np.where(moe, 2.0 * 2.0 * h * (1.0 + topk) / sp_split, 0.0)
+        t_elem_moe = (elem_common + tokens * (f_bytes * widths_moe / t + permute)) / hbm
+        t_elem_dense = (elem_common + tokens * f_bytes * dense_width / t) / hbm
         # fp8/fp4 GEMMs quantize their inputs (CAST_BYTES per element; NVIDIA Transformer Engine FP8 primer,
         # cast_transpose): forward, each GEMM's input (QKV and FC1 inputs on the rank's sequence shard,
-        # before the all-gather of sequence parallelism; the out-projection's and FC2's inputs split over
-        # tp); backward, each GEMM's output gradient (QKV's and FC1's split over tp, the out-projection's
-        # and FC2's full h); the weights once per micro-batch
-        quantized = prec > 0
-        f1 = (n_mats - 1.0) * c["d_ff"] * active  # FC1 output width (gate and up for SwiGLU)
-        cast_fwd = np.where(quantized, CAST_BYTES * tokens * (two_h / sp_split + (q + c["d_ff"] * active) / t), 0.0)
-        cast_bwd = np.where(quantized, CAST_BYTES * tokens * (two_h + (q + 2.0 * kv + f1) / t), 0.0)
-        cast_weights = np.where(quantized, 3.0 * weights_local / t, 0.0)
-        t_elem = bytes_elem / hbm
-        t_cast_fwd, t_cast_bwd = cast_fwd / hbm, cast_bwd / hbm
-        t_cast_weights = cast_weights / hbm
+        # before the all-gather of sequence parallelism; MLA's latents likewise; the out-projection's and
+        # FC2's inputs split over tp); backward, each GEMM's output gradient (QKV's, FC1's split over tp, MLA's
+        # down projection's on the shard, the out-projection's and FC2's full h); the weights once per micro-batch
+        cast = np.where(quantized, CAST_BYTES * tokens, 0.0) / hbm
+        cast_attn_fwd = cast * (h / sp_split + latents / sp_split + ctx / t)
+        cast_attn_bwd = cast * (h + (q + k + vals) / t + np.where(mla, down_width / sp_split, 0.0))
+        cast_ffn_fwd_moe, cast_ffn_fwd_dense = cast * (h / sp_split + widths_moe / t), cast * (h / sp_split + dense_width / t)
+        cast_ffn_bwd_moe = cast * (h + (n_mats - 1.0) * widths_moe / t)
+        cast_ffn_bwd_dense = cast * (h + (n_mats - 1.0) * dense_width / t)
+        cast_weights = np.where(quantized, 3.0, 0.0) / hbm
+        cast_w_moe, cast_w_dense = cast_weights * (attn_weights + moe_weights), cast_weights * (attn_weights + dense_weights)
 
         # launch and synchronisation: per layer pass; an MoE layer adds one grouped-GEMM launch set per local
         # expert (Transformer Engine GroupedLinear; calibration.py)
-        local_experts = c["moe_experts"] / np.maximum(c["ep"], 1.0)
-        overhead = lookup(cal.kernel_overhead_s, stack) \
-            + np.where(moe, cal.moe_expert_overhead_s * local_experts, 0.0)
-        fwd = t_mm + t_attn + t_elem + t_cast_fwd + overhead + t_cast_weights
-        # full recompute: one more forward; selective: the attention core again where it is unfused
-        selective_rerun = np.where(fused, 0.0, t_attn)
-        recompute = np.where(c["recompute"] == 2, fwd, np.where(c["recompute"] == 1, selective_rerun, 0.0))
-        bwd = 2.0 * (t_mm + t_elem + overhead) + t_cast_bwd + attn_bwd * t_attn + recompute
+        overhead = lookup(cal.kernel_overhead_s, stack)
+        overhead_moe = overhead + cal.moe_expert_overhead_s * c["moe_experts"] / np.maximum(c["ep"], 1.0)
+
+        # the column-parallel attention GEMMs (QKV; MLA: the up projections), whose backward collectives can
+        # hide behind them (objectives.communication); selective recompute re-runs MLA's up projections and
+        # their rotary embedding (Megatron-Core recompute_modules mla_up_proj, as every Megatron-Bridge
+        # DeepSeek-V3 recipe sets), whose per-head queries, keys and values it does not keep (objectives.memory)
+        t_qkv = 2.0 * tokens * (attn_split - ctx * h) / t / proj_rate
+        up_rerun = np.where(mla & (c["recompute"] == 1), t_qkv + tokens * e["qk"] * rope / hbm, 0.0)
+
+        def passes(t_mm, t_elem, t_cast_fwd, t_cast_bwd, t_cast_w, ov):
+            """(forward, backward, recompute) of one layer of a kind, its attention core aside: backward 2x
+            the GEMMs and element-wise work, full recompute one more forward, selective MLA's up projections."""
+            fwd = t_mm + t_elem + t_cast_fwd + ov + t_cast_w
+            return fwd, 2.0 * (t_mm + t_elem + ov) + t_cast_bwd, np.where(c["recompute"] == 2, fwd, up_rerun)
+
+        f_moe, b_moe, r_moe = passes(t_mm_moe, t_elem_moe, cast_attn_fwd + cast_ffn_fwd_moe,
+                                     cast_attn_bwd + cast_ffn_bwd_moe, cast_w_moe, overhead_moe)
+        f_dense, b_dense, r_dense = passes(t_mm_dense, t_elem_dense, cast_attn_fwd + cast_ffn_fwd_dense,
+                                           cast_attn_bwd + cast_ffn_bwd_dense, cast_w_dense, overhead)
+        # the attention core: its backward, and again where recomputed (full recompute; selective on unfused
+        # stacks, whose scores it drops; flash attention's backward recomputes them anyway, Dao 2023)
+        rerun = (c["recompute"] == 2) | ((c["recompute"] == 1) & ~fused)
+
+        def stage(n, n_moe, n_full):
+            """Compute of a stage of n layers, n_moe of them MoE and n_full with full attention."""
+            ffn = n_moe * (f_moe + b_moe + r_moe) + (n - n_moe) * (f_dense + b_dense + r_dense)
+            core = (n_full * t_attn_full + (n - n_full) * t_attn_win) * (1.0 + attn_bwd + rerun)
+            return ffn + core
+
+        n, m, full = c["layers_per_stage"], c["moe_layers_per_stage"], c["full_attn_layers_per_stage"]
+        per = 1.0 / np.maximum(n, 1.0)
+        t_attn = (full * t_attn_full + (n - full) * t_attn_win) * per  # the busiest stage's mean layer
+        fwd = (m * f_moe + (n - m) * f_dense) * per + t_attn
+        bwd = (m * (b_moe + r_moe) + (n - m) * (b_dense + r_dense)) * per + t_attn * (attn_bwd + rerun)
 
         # vocabulary projection in bf16 (GEMM, 3 passes; its own narrowest width) and fp32 cross-entropy
         # (read/write logits, 3 passes)
@@ -187,12 +283,14 @@ class ComputeTime(Model):
         t_logits = 3.0 * np.maximum(2.0 * tokens * h * v_local / logits_rate, 2.0 * h * v_local / hbm) \
             + 3.0 * 8.0 * tokens * v_local / hbm
 
-        # the column-parallel GEMMs whose backward collectives can hide behind them (objectives.communication)
-        t_qkv = 2.0 * tokens * h * (q + 2.0 * kv) / t / proj_rate
-        t_fc1 = 2.0 * tokens * h * (n_mats - 1.0) * c["d_ff"] * active / t / ffn_rate
+        f1 = (n_mats - 1.0) / n_mats  # gate and up: the FC1 share of an FFN's matrices
+        t_fc1 = f1 * (m * t_ffn_moe + (n - m) * t_ffn_dense) * per
+        flops_ffn = (m * (flops_routed + flops_shared) + (n - m) * flops_dense) * per
+        t_ffn = (m * t_ffn_moe + (n - m) * t_ffn_dense) * per
+        mean_rate = (flops_proj + flops_ffn) / (t_proj + t_ffn)  # the mean rate of the busiest stage's GEMMs
 
         return {
-            "gemm_flops_per_s": gemm_rate,
+            "gemm_flops_per_s": mean_rate,
             "peak_flops_per_s": np.where(unsupported, np.nan, peak),
             "time_layer_fwd_s": fwd,
             "time_layer_bwd_s": bwd,
@@ -201,7 +299,8 @@ class ComputeTime(Model):
             "time_fc1_gemm_s": t_fc1,
             "time_logits_s": t_logits,
             # the slowest stage: the busiest, or the last with the output layer and loss (objectives/divisibility.py)
-            "time_compute_mb_s": np.maximum(c["layers_per_stage"] * (fwd + bwd),
-                                            c["layers_last_stage"] * (fwd + bwd) + t_logits),
+            "time_compute_mb_s": np.maximum(stage(n, m, full),
+                                            stage(c["layers_last_stage"], c["moe_layers_last_stage"],
+                                                  c["full_attn_layers_last_stage"]) + t_logits),
             "con_precision": unsupported.astype(np.float64),
         }

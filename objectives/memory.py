@@ -39,7 +39,17 @@ GEMM and drop the 16-bit one: transformer_engine/pytorch/module/linear.py, layer
                         selective recompute (Sec. 4.2.2), and never stored by fused (flash) attention,
                         which recomputes them in its backward (Dao et al. 2022)
 
-In bf16 these reduce to the paper's 34·sbh (4·q + 4·kv + 2·f·(2 + swiglu) + 10·h).
+In bf16 these reduce to the paper's 34·sbh (4·q + 4·kv + 2·f·(2 + swiglu) + 10·h). With MLA (objectives/
+transformer.py; Megatron-Core multi_latent_attention.py, unabsorbed) the attention keeps per-head Q and K of
+qk_nope + qk_rope and V and the context of v_head_dim, and each latent's norm input and its up projection's
+input on the sequence shard; selective recompute re-runs the up projections (``mla_up_proj``) and keeps
+no Q, K, V. An MoE layer's FFN interior counts its top-k and shared experts; its shared experts and router
+are dense parameters (split over tp, sharded over dp x cp), its routed experts expert parameters.
+Windowed attention changes no activation: flash attention stores no scores, and unfused attention masks a
+full s x s.
+
+Models mixing layer kinds are costed on the busiest stage (objectives/layout.py): its MoE layers'
+parameters and its dense layers', and the mean of its layers' activations per layer in flight.
 Full recompute keeps only each layer's 2·s·b·h input (divided by t with sequence parallelism) plus one
 layer's activations, without stored scores, while it is recomputed. A pipeline stage holds L/p layers for min(p, m) micro-batches
 in flight under 1F1B, and L·(1 + (p-1)/(p·v)) layer-micro-batches under the interleaved schedule
@@ -71,9 +81,11 @@ GIB_PER_GB = 2.0**30 / 1e9
 
 class Memory(Model):
     requires = (
-        "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
-        "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_ffn_layer",
-        "params_ffn_active_layer", "params_embedding", "layers_per_stage", "etp", "tp", "pp", "cp", "ep", "vp", "dp",
+        "n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "ffn_kind", "vocab_size",
+        "seq_len", "moe_experts", "moe_topk", "params_attn_layer", "params_attn_replicated_layer", "params_ffn_layer",
+        "params_expert_layer", "params_ffn_dense_layer", "params_embedding", "attn_qk_dim", "attn_v_dim",
+        "q_lora_rank", "kv_lora_rank", "moe_shared_experts", "dense_d_ff", "layers_per_stage", "moe_layers_per_stage",
+        "etp", "tp", "pp", "cp", "ep", "vp", "dp",
         "micro_batch", "n_microbatches", "recompute", "sequence_parallel", "zero_stage", "gpu_hbm_gb", "stack",
         "dropout", "precision",
     )
@@ -93,13 +105,18 @@ class Memory(Model):
         t, p, v, cp = c["tp"], c["pp"], c["vp"], c["cp"]
         h, layers = c["d_model"], c["layers_per_stage"]
         moe = c["moe_experts"] > 0
+        m = c["moe_layers_per_stage"]  # MoE layers of the busiest stage; its other layers are dense
         # --- model states (Rajbhandari et al. Sec. 5) ---
-        router = np.where(moe, h * c["moe_experts"], 0.0)
-        expert_layer = np.where(moe, c["params_ffn_layer"] - router, 0.0)
-        dense_layer = c["params_attn_layer"] + 2.0 * h + c["params_ffn_layer"] - expert_layer
+        # dense parameters split over tp: attention (MLA's down projections replicated on every tp rank),
+        # norms, an MoE layer's shared experts and router, a dense layer's FFN; routed experts over ep x etp
+        repl = c["params_attn_replicated_layer"]
+        attn_split = c["params_attn_layer"] - repl + 2.0 * h + np.where(c["kv_lora_rank"] > 0, c["q_lora_rank"] + c["kv_lora_rank"], 0.0)
+        expert_layer = c["params_expert_layer"]
+        moe_dense_part = c["params_ffn_layer"] - expert_layer  # shared experts and router (Megatron-Core: not expert-parallel)
+        dense_ffn = c["params_ffn_dense_layer"]
         embed_stage = np.where(p > 1, c["vocab_size"] * h, c["params_embedding"])  # first/last stage holds one
-        dense = (layers * dense_layer + embed_stage) / t
-        expert = layers * expert_layer / (c["etp"] * c["ep"])
+        dense = (layers * attn_split + m * moe_dense_part + (layers - m) * dense_ffn + embed_stage) / t + layers * repl
+        expert = m * expert_layer / (c["etp"] * c["ep"])
         shard_dense = c["dp"] * cp
         shard_expert = shard_dense * t / (c["ep"] * c["etp"])
         whole = dense + expert  # per GPU before sharding
@@ -117,37 +134,57 @@ class Memory(Model):
         # ZeRO-3 / FSDP un-shards two units at a time, the one computing and the one prefetched, weights and
         # gradients each (Megatron-FSDP docs: double buffers sized for the largest unit, a layer or an
         # embedding table)
-        unit = np.maximum(dense_layer / t + expert_layer / (c["etp"] * c["ep"]), c["vocab_size"] * h / t)
+        layer_moe = np.where(m > 0, attn_split / t + repl + moe_dense_part / t + expert_layer / (c["etp"] * c["ep"]), 0.0)
+        layer_dense = np.where(m < layers, attn_split / t + repl + dense_ffn / t, 0.0)
+        unit = np.maximum(np.maximum(layer_moe, layer_dense), c["vocab_size"] * h / t)
         weights = weights + np.where(z >= 3, 2.0 * WEIGHT_BYTES * unit, 0.0)
         grads = grads + np.where(z >= 3, 2.0 * grad_bytes * unit, 0.0)
 
         # --- activations (Korthikanti et al. Sec. 4) ---
         s_loc = c["seq_len"] / cp
         sb = s_loc * c["micro_batch"]
-        q = c["n_heads"] * c["d_head"]
-        kv = c["n_kv_heads"] * c["d_head"]
-        active = np.where(moe, c["moe_topk"], 1.0)
+        q = c["n_heads"] * c["attn_qk_dim"]  # queries; keys n_kv_heads wide (MLA: n_kv_heads = n_heads)
+        k = c["n_kv_heads"] * c["attn_qk_dim"]
+        vals = c["n_kv_heads"] * c["attn_v_dim"]
+        ctx = c["n_heads"] * c["attn_v_dim"]  # the attention's output, input to O
         rc = c["recompute"]
         g = lookup(GEMM_INPUT_BYTES, c["precision"])  # bytes of a saved GEMM input
-        context = g * q + np.where((rc == 0) & (g < 2.0), 2.0 * q, 0.0)  # + the attention's own bf16 output
-        mlp_interior = c["d_ff"] * (2.0 * (1.0 + c["ffn_kind"]) + g) * active
-        interior = sb * (2.0 * q + 4.0 * kv + context + mlp_interior) / t
+        context = g * ctx + np.where((rc == 0) & (g < 2.0), 2.0 * ctx, 0.0)  # + the attention's own bf16 output
         sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
-        mlp_input = np.where(moe, 2.0, g)  # the router's bf16 input, or FC1's saved input
-        replicated = sb * (4.0 + g + mlp_input + 2.0 * c["dropout"]) * h / sp_split
-        layer = stored = interior + replicated  # a layer's activations for its backward, scores aside
-        if moe.any():  # k dispatched copies (experts' FC1 input, over etp ranks), k outputs for the weighted combine
-            layer = stored = stored + np.where(moe, sb * active * h * (g * c["etp"] + 2.0) / sp_split, 0.0)
+        # MLA: each latent's norm input (bf16) and its up projection's saved input, on the sequence shard
+        # (Megatron-Core: the down projections run on it, the up projections gather it again)
+        latents = np.where(c["kv_lora_rank"] > 0, (2.0 + g) * (c["q_lora_rank"] + c["kv_lora_rank"]), 0.0)
+        # selective recompute of an MLA layer re-runs its up projections (Megatron-Core recompute_modules
+        # mla_up_proj): its per-head queries, keys and values are not kept, the latents are
+        qkv = np.where((c["kv_lora_rank"] > 0) & (rc == 1), 0.0, 2.0 * q + 2.0 * k + 2.0 * vals)
+        attn_interior = sb * (qkv + context) / t + sb * latents / sp_split
+        f_unit = 2.0 * (1.0 + c["ffn_kind"]) + g  # per FFN width: bf16 activation input, saved FC2 input
+        active = np.where(moe, c["moe_topk"] + c["moe_shared_experts"], 1.0)
+        dense_width = np.where(moe & (c["dense_d_ff"] > 0), c["dense_d_ff"], c["d_ff"])
+        mlp_moe = sb * c["d_ff"] * f_unit * active / t
+        mlp_dense = sb * dense_width * f_unit / t
+        dropout = 2.0 * c["dropout"]
+        replicated_dense = sb * (4.0 + g + g + dropout) * h / sp_split  # norms, QKV and FC1 inputs, dropout masks
+        # an MoE layer's router keeps its bf16 input; k dispatched copies (experts' FC1 input, over etp ranks)
+        # and k outputs for the weighted combine (Megatron-Core moe/token_dispatcher.py, moe_utils.unpermute)
+        replicated_moe = sb * (4.0 + g + 2.0 + dropout) * h / sp_split \
+            + sb * c["moe_topk"] * h * (g * c["etp"] + 2.0) / sp_split
+        stored_moe = attn_interior + mlp_moe + replicated_moe
+        stored_dense = attn_interior + mlp_dense + replicated_dense
+        # a layer's activations for its backward, scores aside: the busiest stage's mean layer
+        stored = np.where(moe, (m * stored_moe + (layers - m) * stored_dense) / np.maximum(layers, 1.0), stored_dense)
+        layer = stored
         stores_scores = (rc == 0) & (lookup(_ATTN_KERNEL, c["stack"]) == 0)
-        if stores_scores.any():  # unfused attention without recompute keeps the s x s scores
+        if stores_scores.any():  # unfused attention without recompute keeps the s x s scores (windowed layers too: masked, not skipped)
             scores = 5.0 * c["n_heads"] * s_loc * c["seq_len"] * c["micro_batch"] / t
             layer = layer + np.where(stores_scores, scores, 0.0)
+        largest = np.where(moe & (m > 0), np.maximum(stored_moe, np.where(m < layers, stored_dense, 0.0)), stored_dense)
         layers_in_flight = np.minimum(
             layers * p * np.where(v > 1, 1.0 + (p - 1.0) / (p * v), 1.0),
             layers * c["n_microbatches"],
         )
         # full recompute keeps each layer's input, plus one layer re-materialized at a time (``stored``)
-        kept = np.where(rc == 2, 2.0 * sb * h / sp_split * layers_in_flight + stored, layer * layers_in_flight)
+        kept = np.where(rc == 2, 2.0 * sb * h / sp_split * layers_in_flight + largest, layer * layers_in_flight)
         logits = 4.0 * sb * c["vocab_size"] / t
         activations = kept + logits
 

@@ -56,6 +56,8 @@ DEFAULTS: dict[str, float] = {
     "cp": 1.0, "ep": 1.0, "vp": 1.0, "zero_stage": 1.0, "recompute": 0.0, "precision": 0.0,
     "moe_experts": 0.0, "moe_topk": 0.0, "scaleup_mesh": 0.0, "tied_embeddings": 0.0, "ffn_kind": 1.0, "oversubscription": 1.0,
     "train_tokens": np.nan, "stack": 0.0, "dropout": 0.0,
+    # MLA, MoE extras and windowed attention: 0 = not used (objectives/transformer.py)
+    **catalog.MODEL_FIELD_DEFAULTS,
     # decoder layers on the first / last pipeline stage (Megatron's --decoder-first/last-pipeline-num-layers);
     # blank: the model picks the most balanced split the stack accepts (objectives/divisibility.py)
     "pp_first_layers": np.nan, "pp_last_layers": np.nan,
@@ -76,7 +78,8 @@ REQUIRED: dict[str, float] = {
 }
 INTEGER_COLUMNS = ("n_gpus", "global_batch", "tp", "pp", "cp", "ep", "vp", "micro_batch", "zero_stage",
                    "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "seq_len", "scaleup_size",
-                   "pp_first_layers", "pp_last_layers")
+                   "pp_first_layers", "pp_last_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim",
+                   "v_head_dim", "moe_shared_experts", "moe_dense_layers", "dense_d_ff", "moe_layer_freq", "attn_window")
 CHUNK_ROWS = 1 << 15
 
 
@@ -228,11 +231,39 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             row = _bad_row((v != np.floor(v)) & np.isfinite(v) | (v < 0))
             if row is not None:
                 raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
+    _check_architecture(floats)
     zero = _distinct(floats["zero_stage"])
     row = None if len(zero) and np.max(zero) <= 3 else _bad_row(~np.isin(zero, (0, 1, 2, 3)))  # whole, >= 0 by now
     if row is not None:
         raise InputError(f"{floats['zero_stage'][row]:g} is not a ZeRO stage (0, 1, 2 or 3)", column="zero_stage", row=row)
     return user, floats
+
+
+def _check_architecture(floats: Columns) -> None:
+    """Raise InputError for an attention or MoE description that is not one (objectives/transformer.py): MLA
+    (kv_lora_rank > 0) without its head widths, or with n_kv_heads other than n_heads (its up-projected keys
+    and values are per head); a share of windowed layers outside [0, 1]; leading dense layers that leave an
+    MoE model no MoE layer."""
+    mla = _distinct(floats["kv_lora_rank"]) > 0
+    if mla.any():
+        for name in ("qk_nope_dim", "qk_rope_dim", "v_head_dim"):
+            row = _bad_row(mla & ~(_distinct(floats[name]) > 0))
+            if row is not None:
+                raise InputError("must be > 0 with multi-head latent attention (kv_lora_rank > 0)", column=name, row=row)
+        heads, kv = _distinct(floats["n_heads"]), _distinct(floats["n_kv_heads"])
+        row = _bad_row(mla & (kv != heads))
+        if row is not None:
+            raise InputError(f"{floats['n_kv_heads'][row]:g} with multi-head latent attention (kv_lora_rank > 0): "
+                             "its keys and values are per head; leave it blank or n_heads", column="n_kv_heads", row=row)
+    frac = _distinct(floats["attn_window_frac"])
+    row = _bad_row(~((frac >= 0) & (frac <= 1)))
+    if row is not None:
+        raise InputError(f"{frac[row]:g} is not a share of layers (0 to 1)", column="attn_window_frac", row=row)
+    moe = _distinct(floats["moe_experts"]) > 0
+    row = _bad_row(moe & (_distinct(floats["moe_dense_layers"]) >= _distinct(floats["n_layers"])))
+    if row is not None:
+        raise InputError(f"{floats['moe_dense_layers'][row]:g} leading dense layers leave no MoE layer of "
+                         f"n_layers {floats['n_layers'][row]:g}", column="moe_dense_layers", row=row)
 
 
 def check_layout(floats: Columns) -> None:

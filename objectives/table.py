@@ -32,6 +32,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "precision": ("bf16", "fp8", "fp4"),
     "recompute": ("none", "selective", "full"),
     "ffn_kind": ("gelu", "swiglu"),
+    # windowed layers attend within a sliding window (gpt-oss, Gemma 3) or aligned chunks (Llama 4)
+    "attn_window_kind": ("sliding", "chunked"),
     "stack": STACKS,
     "ckpt_mode": ("sync", "async"),  # checkpoint writes stall training, or only the GPU->host copy does
     "cost_mode": ("owned", "cloud"),  # buy the cluster (capex amortized, power, upkeep) or rent it per GPU-hour
@@ -40,6 +42,7 @@ _ALIASES = {
     "precision": {"fp16": "bf16", "bfloat16": "bf16", "float8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"},
     "recompute": {"no": "none", "false": "none", "true": "full"},
     "stack": {"megatron": "megatron-core", "nemo": "megatron-core", "megatron-bridge": "megatron-core", "fsdp": "pytorch-fsdp"},
+    "attn_window_kind": {"swa": "sliding", "sliding_window": "sliding", "chunk": "chunked", "local": "sliding"},
     "ffn_kind": {"swiglu": "swiglu", "silu": "swiglu", "geglu": "swiglu", "gelu": "gelu", "relu": "gelu"},
     "ckpt_mode": {"synchronous": "sync", "asynchronous": "async"},
     "cost_mode": {"own": "owned", "buy": "owned", "on-prem": "owned", "onprem": "owned", "rent": "cloud", "rented": "cloud"},

@@ -26,6 +26,8 @@ DESIGN_COLUMNS = (
     "model", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
     "seq_len", "global_batch", "moe_experts", "moe_topk", "precision", "gpu", "n_gpus", "tp", "pp", "cp",
     "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage", "tied_embeddings", "stack", "dropout",
+    "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim", "moe_shared_experts", "moe_dense_layers",
+    "dense_d_ff", "moe_layer_freq", "attn_window", "attn_window_frac", "attn_window_kind",
 )
 PAPER_SOURCE = "narayanan21-table1"
 #: the model's columns a run's prediction interval reads beyond the design table's (its mapping, its model's

@@ -32,7 +32,7 @@ import yaml
 
 from objectives.table import CATEGORIES, InputError, factorize, is_constant
 
-__all__ = ["GPU_FIELDS", "MODEL_FIELDS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
+__all__ = ["GPU_FIELDS", "MODEL_FIELDS", "MODEL_FIELD_DEFAULTS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
            "models", "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids",
            "operating_defaults", "natural_network", "expand"]
 
@@ -68,7 +68,18 @@ REMOVED = {
 MODEL_FIELDS = (
     "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
     "seq_len", "moe_experts", "moe_topk", "tied_embeddings",
+    # multi-head latent attention (DeepSeek-V2/V3, Kimi K2); 0 = not used
+    "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim",
+    # MoE extras: shared experts, leading dense layers and their width, every k-th layer MoE
+    "moe_shared_experts", "moe_dense_layers", "dense_d_ff", "moe_layer_freq",
+    # windowed attention: window (or chunk) in tokens, share of layers windowed, sliding or chunked
+    "attn_window", "attn_window_frac", "attn_window_kind",
 )
+#: model fields an entry may leave out, and what that means (0: not used)
+MODEL_FIELD_DEFAULTS: dict[str, float] = dict.fromkeys(
+    ("moe_experts", "moe_topk", "tied_embeddings", "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim",
+     "v_head_dim", "moe_shared_experts", "moe_dense_layers", "dense_d_ff", "moe_layer_freq", "attn_window",
+     "attn_window_frac", "attn_window_kind"), 0.0)
 
 
 #: libyaml's safe loader where PyYAML was built with it (the same safe subset, about 10x faster)
@@ -112,7 +123,9 @@ def models() -> dict[str, dict[str, float]]:
     for mid, spec in raw.items():
         row = {f: _value(spec.get(f)) for f in MODEL_FIELDS}
         row["ffn_kind"] = float(CATEGORIES["ffn_kind"].index(str(row["ffn_kind"]).lower()))
-        for key, default in (("moe_experts", 0.0), ("moe_topk", 0.0), ("tied_embeddings", 0.0)):
+        kind = row["attn_window_kind"]
+        row["attn_window_kind"] = float(CATEGORIES["attn_window_kind"].index(kind)) if isinstance(kind, str) else np.nan
+        for key, default in MODEL_FIELD_DEFAULTS.items():
             if np.isnan(row[key]):
                 row[key] = default
         if np.isnan(row["n_kv_heads"]):
