@@ -114,7 +114,7 @@ class Communication(Model):
         "zero_stage", "params_per_gpu", "params_expert_per_gpu", "etp", "time_attn_fwd_s", "time_layer_fwd_s",
         "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh",
         "nic_gbyte_s", "net_eff_rel", "net_oversub_seen",
-        "net_hop_latency_s", "net_hops", "stack",
+        "net_hop_latency_s", "net_hops", "net_transport_latency_s", "stack",
     )
     provides = {
         "time_tp_comm_mb_s": "s; exposed tensor-parallel communication per micro-batch per stage",

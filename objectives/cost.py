@@ -1,56 +1,75 @@
-"""Cost of the training run, owned or rented (``cost_mode``), and per million tokens trained.
+"""What a design costs, owned or rented (``cost_mode``): what the buyer pays up front, for the run, and in all.
 
-Capital cost of the cluster as designed (``capex_usd``, reported in both modes so designs compare):
-servers (``server_usd_per_gpu``, gpus.yaml, quoted without the scale-out NIC: HGX H100 ~$310k / 8, S47;
-DGX B200 ~$515k / 8, S65; GB200 NVL72 ~$3.1M / 72, S66), the fabric (``net_capex_usd``, objectives.topology),
-storage (``storage_capex_usd``, objectives.checkpoint) and the facility, built for the IT equipment's
-maximum power at ``facility_usd_per_mw`` ($10.7M per MW, CBRE via S68).
+Three figures, named once:
 
-Owned (Epoch's amortized-hardware method, S24; X12): the run pays each asset's capital over its life for
-the run's wall-clock time (servers ``server_years`` 5, network 5, storage 5, facility 14), upkeep at
-``upkeep_frac_per_year`` of the hardware's price (4-8% a year, X11), and energy at PUE x IT power x
-``electricity_usd_per_kwh`` ($0.08, EIA via S72). Owned cost assumes the cluster is dedicated to the run.
+- ``capex_usd``: the purchase price of an owned cluster as designed (0 for a rented one): servers
+  (``server_usd_per_gpu``, gpus.yaml, quoted without the scale-out NIC: HGX H100 ~$310k / 8, S47; DGX B200
+  ~$515k / 8, S65; GB200 NVL72 ~$3.1M / 72, S66), the fabric (``net_capex_usd``, objectives.topology),
+  storage (``storage_capex_usd``, objectives.checkpoint) and the facility, built for the IT equipment's
+  maximum power at ``facility_usd_per_mw`` ($10.7M per MW of IT, CBRE via S68).
+- ``run_cost_usd``: the training run's cost over ``time_to_train_days`` (failures included,
+  objectives.reliability), the sum of the ``run_cost_*_usd`` breakdown. Owned (Epoch's amortized-hardware
+  method, S24; X12): each asset's capital over its life for the run's wall-clock time (servers
+  ``server_years`` 5, network 5, storage 5, facility 14), upkeep at ``upkeep_frac_per_year`` of the
+  hardware's price (4-8% a year, X11) and energy at PUE x IT power x ``electricity_usd_per_kwh`` ($0.08, EIA
+  via S72): the cluster's share, as if it served other work before and after. Rented: whole instances
+  (``instance_gpus`` GPUs each) for the run's hours at ``cloud_usd_per_gpu_hr`` (the instance's at its
+  ``pricing``, objectives/catalog/instances.py; network, power and facility are in that price; a
+  reservation's rate charged for the hours used, the rest of the term serving other work, as an owned
+  cluster's), plus the checkpoints on the provider's managed file system and the dataset in its object
+  store (``storage_cloud_usd_per_tb_month``, ``storage_object_usd_per_tb_month``; without an object-store
+  price the dataset sits on the file system). ``tco_usd`` is the same figure under its old name, kept for
+  one release.
+- ``lifetime_cost_usd``: what the buyer commits to. Owned: the capex and the cluster's running costs over
+  its servers' life (``server_years``, or the run if longer; Epoch's hardware life, S24/X12), at training
+  load all along: energy at ``power_mw`` (PUE included) x ``electricity_usd_per_kwh`` and upkeep at
+  ``upkeep_frac_per_year`` of servers, network and storage (X11); the facility is in the capex whole (it
+  outlives the servers, 14 years, and nothing is credited for that). Rented: the rental the pricing
+  commits to, the run's hours (on demand, spot) or the whole term of a reservation (1 or 3 years, or the
+  run if longer), plus the run's storage.
 
-Cloud: GPU-hours of the wall-clock run at ``cloud_usd_per_gpu_hr`` (gpus.yaml, date-stamped in its
-source; network, power and facility are in that price) plus the file system at
-``storage_cloud_usd_per_tb_month`` for the capacity needed (checkpoints kept plus the dataset).
-
-tco_usd = tco_compute_usd + tco_network_usd + tco_storage_usd + tco_power_usd + tco_facility_usd, over
-``time_to_train_days`` (failures included, objectives.reliability); usd_per_mtok = tco_usd per million
-``train_tokens``.
+usd_per_mtok = run_cost_usd per million ``train_tokens``; usd_per_gpu_hr = run_cost_usd per GPU-hour of the
+wall-clock run.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import Model
+from objectives.base import Model, lookup
 
 __all__ = ["Cost", "DAYS_PER_YEAR"]
 
 DAYS_PER_YEAR = 365.25
 DAYS_PER_MONTH = DAYS_PER_YEAR / 12.0
+HOURS_PER_YEAR = DAYS_PER_YEAR * 24.0
+#: years each pricing (objectives.table CATEGORIES) commits to beyond the run: on demand 0, 1 and 3 years, spot 0
+_TERM_YEARS = (0.0, 1.0, 3.0, 0.0)
 
 
 class Cost(Model):
     requires = (
-        "cost_mode", "n_gpus", "train_tokens", "time_to_train_days", "server_usd_per_gpu", "cloud_usd_per_gpu_hr",
-        "net_capex_usd", "storage_capex_usd", "storage_need_tb", "storage_cloud_usd_per_tb_month",
+        "cost_mode", "instance", "pricing", "n_gpus", "instance_gpus", "train_tokens", "time_to_train_days",
+        "server_usd_per_gpu", "cloud_usd_per_gpu_hr", "net_capex_usd", "storage_capex_usd", "storage_need_tb",
+        "storage_dataset_tb", "storage_cloud_usd_per_tb_month", "storage_object_usd_per_tb_month",
         "power_mw", "power_it_peak_mw", "facility_usd_per_mw", "server_years", "network_years", "storage_years",
         "facility_years", "upkeep_frac_per_year", "electricity_usd_per_kwh",
     )
     provides = {
-        "capex_servers_usd": "USD; GPU servers (or racks) without scale-out NICs",
-        "capex_facility_usd": "USD; data-centre shell, power and cooling for the IT peak",
-        "capex_usd": "USD; purchase price of the cluster as designed: servers, fabric, storage, facility",
-        "tco_compute_usd": "USD; servers over the run (owned: amortization + upkeep; cloud: GPU-hours)",
-        "tco_network_usd": "USD; fabric over the run (owned: amortization + upkeep; cloud: in the GPU-hour)",
-        "tco_storage_usd": "USD; file system over the run (owned: amortization + upkeep; cloud: TB-months)",
-        "tco_power_usd": "USD; facility energy over the run (owned; cloud: in the GPU-hour)",
-        "tco_facility_usd": "USD; facility amortized over the run (owned; cloud: in the GPU-hour)",
-        "tco_usd": "USD; cost of the training run (sum of the tco_*_usd breakdown)",
-        "usd_per_mtok": "USD; tco_usd per million training tokens",
-        "usd_per_gpu_hr": "USD; tco_usd per GPU-hour of the wall-clock run",
+        "capex_servers_usd": "USD; GPU servers (or racks) without scale-out NICs (owned; 0 rented)",
+        "capex_facility_usd": "USD; data-centre shell, power and cooling for the IT peak (owned; 0 rented)",
+        "capex_usd": "USD; purchase price of an owned cluster as designed: servers, fabric, storage, facility (0 rented)",
+        "run_cost_compute_usd": "USD; servers over the run (owned: amortization + upkeep; rented: GPU-hours of whole instances)",
+        "run_cost_network_usd": "USD; fabric over the run (owned: amortization + upkeep; rented: in the GPU-hour)",
+        "run_cost_storage_usd": "USD; storage over the run (owned: amortization + upkeep; rented: TB-months)",
+        "run_cost_power_usd": "USD; facility energy over the run (owned; rented: in the GPU-hour)",
+        "run_cost_facility_usd": "USD; facility amortized over the run (owned; rented: in the GPU-hour)",
+        "run_cost_usd": "USD; cost of the training run, owned (its amortized share) or rented (sum of run_cost_*_usd)",
+        "tco_usd": "USD; run_cost_usd under its old name (kept for one release; read run_cost_usd)",
+        "lifetime_cost_usd": "USD; what the buyer commits to: owned, capex + energy and upkeep over server_years at "
+                             "training load; rented, the pricing's commitment (the run, or a reservation's whole term)",
+        "usd_per_mtok": "USD; run_cost_usd per million training tokens",
+        "usd_per_gpu_hr": "USD; run_cost_usd per GPU-hour of the wall-clock run",
     }
 
     def compute(self, c, cal):
@@ -65,24 +84,40 @@ class Cost(Model):
             return price * (years / life_years + upkeep)
 
         cloud = c["cost_mode"] == 1
+        per_instance = c["instance_gpus"]
+        billed = np.where(np.isnan(per_instance), n, np.ceil(n / per_instance) * per_instance)  # whole instances
         gpu_hours = n * days * 24.0
-        compute = np.where(cloud, gpu_hours * c["cloud_usd_per_gpu_hr"], owned(servers, c["server_years"]))
+        rental = billed * c["cloud_usd_per_gpu_hr"]  # USD per hour
+        compute = np.where(cloud, rental * days * 24.0, owned(servers, c["server_years"]))
         network = np.where(cloud, 0.0, owned(c["net_capex_usd"], c["network_years"]))
-        storage = np.where(cloud, c["storage_need_tb"] * c["storage_cloud_usd_per_tb_month"] * days / DAYS_PER_MONTH,
-                           owned(c["storage_capex_usd"], c["storage_years"]))
-        power = np.where(cloud, 0.0, c["power_mw"] * 1e3 * days * 24.0 * c["electricity_usd_per_kwh"])
+        dataset = c["storage_dataset_tb"]
+        object_price = c["storage_object_usd_per_tb_month"]
+        per_month = (c["storage_need_tb"] - dataset) * c["storage_cloud_usd_per_tb_month"] \
+            + dataset * np.where(np.isnan(object_price), c["storage_cloud_usd_per_tb_month"], object_price)
+        cloud_storage = per_month * days / DAYS_PER_MONTH
+        storage = np.where(cloud, cloud_storage, owned(c["storage_capex_usd"], c["storage_years"]))
+        energy_usd_per_year = c["power_mw"] * 1e3 * HOURS_PER_YEAR * c["electricity_usd_per_kwh"]
+        power = np.where(cloud, 0.0, energy_usd_per_year * years)
         fac = np.where(cloud, 0.0, facility * years / c["facility_years"])
-        tco = compute + network + storage + power + fac
+        run = compute + network + storage + power + fac
+        hardware = servers + c["net_capex_usd"] + c["storage_capex_usd"]
+        capex = hardware + facility
+        life = np.maximum(c["server_years"], years)
+        owned_life = capex + (c["upkeep_frac_per_year"] * hardware + energy_usd_per_year) * life
+        term = np.where(c["instance"] > 0, lookup(_TERM_YEARS, c["pricing"]), 0.0)
+        rented_life = rental * np.maximum(term, years) * HOURS_PER_YEAR + cloud_storage
         return {
-            "capex_servers_usd": servers,
-            "capex_facility_usd": facility,
-            "capex_usd": servers + c["net_capex_usd"] + c["storage_capex_usd"] + facility,
-            "tco_compute_usd": compute,
-            "tco_network_usd": network,
-            "tco_storage_usd": storage,
-            "tco_power_usd": power,
-            "tco_facility_usd": fac,
-            "tco_usd": tco,
-            "usd_per_mtok": tco / c["train_tokens"] * 1e6,
-            "usd_per_gpu_hr": tco / gpu_hours,
+            "capex_servers_usd": np.where(cloud, 0.0, servers),
+            "capex_facility_usd": np.where(cloud, 0.0, facility),
+            "capex_usd": np.where(cloud, 0.0, capex),
+            "run_cost_compute_usd": compute,
+            "run_cost_network_usd": network,
+            "run_cost_storage_usd": storage,
+            "run_cost_power_usd": power,
+            "run_cost_facility_usd": fac,
+            "run_cost_usd": run,
+            "tco_usd": run,
+            "lifetime_cost_usd": np.where(cloud, rented_life, owned_life),
+            "usd_per_mtok": run / c["train_tokens"] * 1e6,
+            "usd_per_gpu_hr": run / gpu_hours,
         }

@@ -31,13 +31,13 @@ leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshira
 - ``z_10``, ``z_90``: the 10% and 90% quantiles of the held-out residuals divided by their sigma, every
   source weighing the same.
 
-Times, costs and energy follow the step time: time_to_train_days, tco_usd, energy_mwh, usd_per_mtok and
-gpu_hours scale with it (objectives.reliability, objectives.cost, objectives.power; the goodput is held at
-the point prediction's, the checkpoint interval and failure rate not depending on the step time beyond the
-one-step floor), so each bound is the figure times the step time's ratio. A lower bound of a time or a cost
-goes with the upper bound of the throughput. The upper bound of the throughput stops where every model
-FLOP would run at the GPU's measured large-GEMM rate (``mfu`` at the GEMM efficiency of its precision,
-objectives.steptime), which no run exceeds.
+Times, costs and energy follow the step time: time_to_train_days, run_cost_usd (and tco_usd, its old
+name), energy_mwh, usd_per_mtok and gpu_hours scale with it (objectives.reliability, objectives.cost,
+objectives.power; the goodput is held at the point prediction's, the checkpoint interval and failure rate
+not depending on the step time beyond the one-step floor), so each bound is the figure times the step
+time's ratio. A lower bound of a time or a cost goes with the upper bound of the throughput. The upper
+bound of the throughput stops where every model FLOP would run at the GPU's measured large-GEMM rate
+(``mfu`` at the GEMM efficiency of its precision, objectives.steptime), which no run exceeds.
 """
 
 from __future__ import annotations
@@ -67,10 +67,10 @@ GENERATIONS = ("ampere", "hopper", "blackwell")
 _STACK_OFFSET = 1000.0
 #: outputs that scale with the throughput / with the step time
 THROUGHPUT = ("tokens_per_s_per_gpu", "tokens_per_s", "mfu")
-TIME = ("step_time_s", "time_to_train_days", "gpu_hours", "energy_mwh", "tco_usd", "usd_per_mtok")
+TIME = ("step_time_s", "time_to_train_days", "gpu_hours", "energy_mwh", "run_cost_usd", "tco_usd", "usd_per_mtok")
 _UNITS = {"tokens_per_s_per_gpu": "tokens/s", "tokens_per_s": "tokens/s", "mfu": "fraction", "step_time_s": "s",
-          "time_to_train_days": "days", "gpu_hours": "GPU-hours", "energy_mwh": "MWh", "tco_usd": "USD",
-          "usd_per_mtok": "USD"}
+          "time_to_train_days": "days", "gpu_hours": "GPU-hours", "energy_mwh": "MWh", "run_cost_usd": "USD",
+          "tco_usd": "USD (run_cost_usd's old name)", "usd_per_mtok": "USD"}
 
 
 def generation(fp8_tflop_s: np.ndarray, fp4_tflop_s: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from objectives import catalog
 from objectives.base import Model
 from objectives.calibration import Calibration
 from objectives.divisibility import CP_MIN_SEQ_LEN, RULES, SEARCH_RULES, Job, Rule
@@ -34,6 +35,7 @@ from objectives.pipeline import (
     MAPPING_MODELS,
     check_layout,
     prepare,
+    rental_labels,
     run_models,
 )
 from objectives.reasons import LOST_RULE, REASON_COLUMNS, infeasible_reason
@@ -211,7 +213,7 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
     row otherwise), as `dse evaluate` requires of a fixed mapping."""
     search_sp = bool(choices and "sequence_parallel" in choices)
     choices = {**DEFAULT_CHOICES, **(choices or {})}
-    user = as_columns(table)
+    user = catalog.label_instances(as_columns(table))  # a renting row shows its instance's GPU and fabric
     n = len(next(iter(user.values())))
     blank = {name: (blank_cells(user[name]) if name in user else np.ones(n, dtype=bool)) for name in MAPPING_COLUMNS}
     searched = dict(blank)
@@ -264,6 +266,7 @@ def search_mapping(table: Mapping[str, object], choices: Mapping[str, Sequence] 
         if name in user and name not in MAPPING_COLUMNS:
             out[name] = user[name]
     out["recompute"] = np.asarray(CATEGORIES["recompute"], dtype=object)[merged["recompute"].astype(np.intp)]
+    out.update(rental_labels(merged))
     out["n_mappings_tried"] = tried - (merged[LOST_RULE] > 0)  # a fallback candidate was not a mapping tried
     if reasons:
         out["infeasible_reason"] = infeasible_reason(merged)

@@ -27,13 +27,14 @@ from objectives.power import Power
 from objectives.reasons import infeasible_reason
 from objectives.reliability import Reliability
 from objectives.renamed import check_renamed
+from objectives.rental import Rental
 from objectives.steptime import StepTime
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
 from objectives.topology import Topology
 from objectives.transformer import TransformerMath
 
 __all__ = ["MODELS", "TRAINING_MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models",
-           "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics"]
+           "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics", "rental_labels"]
 
 #: the model modules, in data-flow order: the design-only ones (the fabric's bandwidth and latency feed the
 #: collectives), the mapping-dependent ones up to the step time, then the cluster economics.
@@ -44,7 +45,7 @@ MAPPING_MODELS: tuple[Model, ...] = (Layout(), Memory(), ComputeTime(), Communic
 #: the economics of a design run on its chosen mapping (the mapping search ranks on step time and runs
 #: these only on each design's winner), then the 80% intervals of the throughput and of every time, cost
 #: and energy figure that follows from it
-ECONOMICS_MODELS: tuple[Model, ...] = (Checkpoint(), Reliability(), Power(), Cost(), Intervals())
+ECONOMICS_MODELS: tuple[Model, ...] = (Rental(), Checkpoint(), Reliability(), Power(), Cost(), Intervals())
 #: the training performance model alone: transformer arithmetic .. step time, no economics
 TRAINING_MODELS: tuple[Model, ...] = DESIGN_MODELS + MAPPING_MODELS
 MODELS: tuple[Model, ...] = TRAINING_MODELS + ECONOMICS_MODELS
@@ -66,6 +67,9 @@ DEFAULTS: dict[str, float] = {
     # GPU columns a table without a `gpu` id may lack (costs and power come out NaN, or from gpu_tdp_w)
     "gpu_tdp_w": np.nan, "server_usd_per_gpu": np.nan, "server_w_per_gpu": np.nan, "server_gpus": np.nan,
     "cloud_usd_per_gpu_hr": np.nan,
+    # renting (objectives/catalog/instances.py): none (owned), on demand; what an instance sets, where none
+    "instance": 0.0, "pricing": 0.0, "net_transport_latency_s": 0.0, "instance_gpus": np.nan,
+    "storage_object_usd_per_tb_month": np.nan, "rental_max_gpus": np.inf,
     # prices and operating assumptions, each with its source in catalog/prices.yaml
     **catalog.operating_defaults(),
 }
@@ -89,7 +93,24 @@ def metrics() -> dict[str, str]:
     for model in MODELS:
         out.update(model.provides)
     out["infeasible_reason"] = "text; why the row is infeasible, 'kind: constraint, by how much' ('' where feasible)"
+    out.update(_LABELS)
     return out
+
+
+#: the text outputs naming what a row rents (objectives/catalog/instances.py)
+_LABELS = {
+    "instance": "text; the cloud instance the design rents ('owned': it buys the cluster)",
+    "provider": "text; the instance's cloud (aws, gcp, azure, oci, coreweave, lambda; 'owned')",
+}
+
+
+def rental_labels(floats: Columns) -> Columns:
+    """``instance`` (its id, ``owned`` for none) and ``provider`` of every row, as text, from the prepared
+    (encoded) columns."""
+    codes = floats["instance"]
+    labels = np.asarray(CATEGORIES["instance"], dtype=object)
+    ids = np.where(np.isnan(codes), 0, codes).astype(np.intp)
+    return {"instance": labels.take(ids), "provider": catalog.provider_labels(codes)}
 
 
 def _bad_row(mask: np.ndarray) -> int | None:
@@ -171,6 +192,7 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     check_renamed(table)  # a column renamed for its unit: one line naming the new name
     user = as_columns(table)
     _check_numbers(user)
+    user = catalog.label_instances(user)  # a renting row's GPU, fabric and cost mode are its instance's
     cols: Columns = dict(user)
     for name in CATEGORIES:
         if name in cols:
@@ -343,6 +365,7 @@ def evaluate(table: Mapping[str, object], cal: Calibration | None = None,
     for name in CATEGORIES:
         if name in user:
             out[name] = user[name]
+    out.update(rental_labels(work))
     if "feasible" in work:
         out["infeasible_reason"] = infeasible_reason(work)
     return out

@@ -8,8 +8,13 @@ TDP at the same fraction, the host's (CPUs, memory, fans, NICs) the rest.
 
 Fabric and storage draw their full figure (switches, optics and disks run near constant power;
 ``net_power_w`` from objectives.topology, ``storage_power_w`` from objectives.checkpoint). The facility
-adds cooling and power distribution: power_mw = PUE x IT power (``pue`` 1.25, S72/S73). The facility is
-built for the IT equipment's maximum (``power_it_peak_mw``), not its average.
+adds cooling and power distribution: power_mw = PUE x IT power (``pue`` 1.25, S72/S73).
+
+Two powers, named once: ``power_mw``, the average a facility draws at training load (what energy is billed
+on: ``energy_mwh``, objectives.cost), and ``facility_power_peak_mw``, the peak it is built for: every server
+at its maximum (the vendor's system power, or ``server_to_gpu_tdp`` x TDP) plus fabric and storage, x PUE
+(S72/S73) -- the figure a site's power limit bounds. ``power_it_peak_mw`` is that peak before PUE (the IT
+load the facility is priced by, objectives.cost).
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ class Power(Model):
         "power_storage_mw": "MW; file-system units",
         "power_it_mw": "MW; IT power at training load (gpu + host + network + storage)",
         "power_overhead_mw": "MW; cooling and power distribution, (PUE - 1) x IT power",
-        "power_mw": "MW; facility power at training load, PUE x IT power (sum of the power_*_mw breakdown)",
-        "power_it_peak_mw": "MW; IT power at the servers' maximum: what the facility is built for",
+        "power_mw": "MW; average facility power at training load, PUE x IT power (sum of the power_*_mw breakdown)",
+        "power_it_peak_mw": "MW; IT power at the servers' maximum (TDP), before PUE: the IT load the facility is priced by",
+        "facility_power_peak_mw": "MW; the peak the facility is built for: IT at the servers' maximum (TDP) x PUE",
         "energy_mwh": "MWh; facility energy over time_to_train_days",
     }
 
@@ -48,6 +54,7 @@ class Power(Model):
         storage = c["storage_power_w"] / 1e6
         it = gpu + host + network + storage
         facility = c["pue"] * it
+        peak = (n * np.maximum(server_w, c["gpu_tdp_w"]) + c["net_power_w"] + c["storage_power_w"]) / 1e6
         return {
             "power_gpu_mw": gpu,
             "power_host_mw": host,
@@ -56,6 +63,7 @@ class Power(Model):
             "power_it_mw": it,
             "power_overhead_mw": facility - it,
             "power_mw": facility,
-            "power_it_peak_mw": (n * np.maximum(server_w, c["gpu_tdp_w"]) + c["net_power_w"] + c["storage_power_w"]) / 1e6,
+            "power_it_peak_mw": peak,
+            "facility_power_peak_mw": c["pue"] * peak,
             "energy_mwh": facility * c["time_to_train_days"] * 24.0,
         }

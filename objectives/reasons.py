@@ -1,9 +1,11 @@
 """Why a row is infeasible, in words: built at the output boundary from the ``con_*`` columns and rule codes.
 
 ``infeasible_reason`` is '' for a feasible row and one 'kind: what, by how much' line for the others, the
-first constraint broken in this order: a mapping search with no candidate left (``search_lost_rule``), a
-layout or schedule rule (``layout_rule``, :mod:`objectives.divisibility`), tensor cores for the precision,
-memory. Text is formatted once per distinct value, never per row in the model.
+first constraint broken in this order: a rented design without a published price at its pricing
+(``con_price``) or larger than its instance's advertised cluster (``con_rental_gpus``, objectives.rental),
+a mapping search with no candidate left (``search_lost_rule``), a layout or schedule rule (``layout_rule``,
+:mod:`objectives.divisibility`), tensor cores for the precision, memory. Text is formatted once per
+distinct value, never per row in the model.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ LOST_RULE = "search_lost_rule"
 #: the model outputs :func:`infeasible_reason` reads (besides the inputs and the mapping)
 REASON_COLUMNS = frozenset({"feasible", "con_layout", "layout_rule", "con_precision", "con_memory", "hbm_used_gb",
                             "hbm_usable_gb", "layers_per_stage", "layers_first_stage", "layers_last_stage", "dp",
-                            "n_microbatches", "etp"})
+                            "n_microbatches", "etp", "con_price", "con_rental_gpus"})
 
 
 def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -37,6 +39,21 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     todo = ~np.asarray(cols["feasible"], dtype=bool)
     if not todo.any():
         return out
+    price = todo & (col("con_price") > 0)
+    if price.any():
+        rented = _labels("instance", col("instance")[price])
+        rented = np.where(rented == "owned", "this GPU", rented)  # a cloud row naming no instance and no price
+        out[price] = join_text(["price: no published price for ", rented, " at ",
+                                _labels("pricing", col("pricing")[price])], int(price.sum()))
+    todo &= ~price
+    size = todo & (col("con_rental_gpus") > 0)
+    if size.any():
+        largest = col("n_gpus")[size] - col("con_rental_gpus")[size]
+        out[size] = join_text(["rental: ", number_text(col("n_gpus")[size], ".0f"), " GPUs, above the largest ",
+                               _labels("instance", col("instance")[size]), " cluster advertised at ",
+                               _labels("pricing", col("pricing")[size]), " (", number_text(largest, ".0f"), ")"],
+                              int(size.sum()))
+    todo &= ~size
     lost = todo & (col(LOST_RULE) > 0)
     if lost.any():
         out[lost] = _subset_reasons(cols, n, lost, col(LOST_RULE), lost_rule=True)
@@ -57,6 +74,12 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     todo &= ~memory
     out[todo] = "model: a metric is not a number (an override out of range?)"
     return out
+
+
+def _labels(name: str, codes: np.ndarray) -> np.ndarray:
+    """A categorical column's codes as its labels (a blank code as the first label: owned, on_demand)."""
+    labels = np.asarray(CATEGORIES[name], dtype=object)
+    return labels[np.where(np.isnan(codes), 0, codes).astype(np.intp)]
 
 
 def _subset_reasons(cols, n, rows, codes, lost_rule=False):

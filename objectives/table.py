@@ -8,8 +8,10 @@ only ever see numbers.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from objectives.calibration import STACKS
 
@@ -27,6 +29,14 @@ __all__ = [
 
 Columns = dict[str, np.ndarray]
 
+
+def _instance_ids() -> tuple[str, ...]:
+    """The ids of objectives/catalog/instances.yaml in file order (read here: objectives.catalog, which loads
+    the entries, imports this module)."""
+    text = (Path(__file__).parent / "catalog" / "instances.yaml").read_text()
+    return tuple(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["instances"])
+
+
 # Categorical columns and their codes (index in the tuple). Models read the codes.
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "precision": ("bf16", "fp8", "fp4"),
@@ -37,6 +47,9 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "stack": STACKS,
     "ckpt_mode": ("sync", "async"),  # checkpoint writes stall training, or only the GPU->host copy does
     "cost_mode": ("owned", "cloud"),  # buy the cluster (capex amortized, power, upkeep) or rent it per GPU-hour
+    # rent an instance of a cloud (objectives/catalog/instances.yaml; code 0: none, the cluster is owned), at a price
+    "instance": ("owned", *_instance_ids()),
+    "pricing": ("on_demand", "reserved_1y", "reserved_3y", "spot"),
 }
 _ALIASES = {
     "precision": {"fp16": "bf16", "bfloat16": "bf16", "float8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"},
@@ -46,6 +59,10 @@ _ALIASES = {
     "ffn_kind": {"swiglu": "swiglu", "silu": "swiglu", "geglu": "swiglu", "gelu": "gelu", "relu": "gelu"},
     "ckpt_mode": {"synchronous": "sync", "asynchronous": "async"},
     "cost_mode": {"own": "owned", "buy": "owned", "on-prem": "owned", "onprem": "owned", "rent": "cloud", "rented": "cloud"},
+    "instance": {"none": "owned", "own": "owned", "on-prem": "owned"},
+    "pricing": {"on-demand": "on_demand", "ondemand": "on_demand", "reserved-1y": "reserved_1y", "1y": "reserved_1y",
+                "reserved-3y": "reserved_3y", "3y": "reserved_3y", "capacity_block": "spot", "capacity-block": "spot",
+                "preemptible": "spot"},
 }
 
 

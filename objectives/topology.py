@@ -23,7 +23,9 @@ and 2t-1 hops. That bandwidth and latency feed the collectives (``communication.
 ring all-reduce pass data to the next domain on the same rail, which mostly shares a leaf: a leaf carries
 a couple of a ring's flows over its u uplinks), and that over the oversubscription met for all-to-all and
 pipeline sends, which spread over the fabric (``net_bw_cross_gbyte_s``); latency = the calibrated NCCL network
-latency (S28) + hops * net_hop_latency_s on every scale-out message (the longest path, conservatively).
+latency (S28) + hops * net_hop_latency_s on every scale-out message (the longest path, conservatively) +
+``net_transport_latency_s``, what a cloud's transport adds per message over InfiniBand's (0 unless a rented
+instance's fabric kind sets it: EFA's SRD, GCP's GPUDirect-TCPX/TCPXO; objectives/catalog/instances.yaml).
 
 Each GPU's port runs at ``nic_gbyte_s`` = min(its system's NIC, the fabric's port; objectives.catalog): the
 fabric sets switches, optics and NICs, the system how fast a GPU can drive them.
@@ -104,14 +106,15 @@ def scaleout_bw(c, cal) -> np.ndarray:
 
 
 def scaleout_latency_s(c, cal) -> np.ndarray:
-    """Per-message latency across the fabric: NCCL's network latency (S28) plus the switch hops."""
-    return cal.scaleout_latency_s + c["net_hop_latency_s"] * c["net_hops"]
+    """Per-message latency across the fabric: NCCL's network latency (S28) plus the switch hops and what the
+    transport adds over InfiniBand's (a cloud fabric kind, instances.yaml)."""
+    return cal.scaleout_latency_s + c["net_hop_latency_s"] * c["net_hops"] + c["net_transport_latency_s"]
 
 
 class Topology(Model):
     requires = (
         "n_gpus", "scaleup_size", "oversubscription", "nic_gbyte_s", "net_switch_radix", "net_eff_rel",
-        "net_hop_latency_s", "net_switch_usd", "net_switch_w", "net_optic_usd", "net_optic_w", "net_cable_usd",
+        "net_hop_latency_s", "net_transport_latency_s", "net_switch_usd", "net_switch_w", "net_optic_usd", "net_optic_w", "net_cable_usd",
         "net_nic_usd", "server_gpus", "scaleup_switch_usd_per_gpu", "scaleup_switch_w_per_gpu",
     )
     provides = {
@@ -153,7 +156,8 @@ class Topology(Model):
         seen = np.where(in_leaf, 1.0, oversub)
         hops = np.where(in_leaf, 1.0, 2.0 * tiers - 1.0)
         feed = {"nic_gbyte_s": c["nic_gbyte_s"], "net_eff_rel": c["net_eff_rel"],
-                "net_hop_latency_s": c["net_hop_latency_s"], "net_hops": hops}
+                "net_hop_latency_s": c["net_hop_latency_s"], "net_hops": hops,
+                "net_transport_latency_s": c["net_transport_latency_s"]}
         ring = scaleout_bw(feed, cal) / 1e9
         extend = c["scaleup_size"] > c["server_gpus"]  # NaN server_gpus compares False: nothing added
         two_links = 2.0 * links  # a transceiver at both ends of every cable

@@ -95,7 +95,7 @@ def test_slow_storage_buys_units_for_the_interval_and_cost_follows():
     np.testing.assert_array_equal(out["storage_power_w"], [1800, 6000])
     # the cost model pays for them: owned storage = capex x (run years / 5 + 6% a year)
     years = out["time_to_train_days"] / 365.25
-    np.testing.assert_allclose(out["tco_storage_usd"], out["storage_capex_usd"] * (years / 5 + 0.06 * years))
+    np.testing.assert_allclose(out["run_cost_storage_usd"], out["storage_capex_usd"] * (years / 5 + 0.06 * years))
 
 
 def test_a_fixed_interval_sizes_storage_and_stretches_at_the_node_limit():

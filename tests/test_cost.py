@@ -1,4 +1,5 @@
-"""Cost of a training run (objectives/cost.py): one design's TCO written out by hand, owned and cloud."""
+"""Cost of a design (objectives/cost.py): its capex, its run's cost and its lifetime cost written out by hand,
+owned and rented."""
 
 import re
 from pathlib import Path
@@ -33,7 +34,7 @@ POWER_MW = 1.30814                           # PUE 1.25 x 1,046,512 W at trainin
 def _cost_inputs(mode, days=30.0, need_tb=62.0):
     c = dict(cost_mode=mode, n_gpus=1024.0, train_tokens=1e12, time_to_train_days=days, server_usd_per_gpu=36_750.0,
              cloud_usd_per_gpu_hr=3.24, net_capex_usd=NETWORK, storage_capex_usd=STORAGE, storage_need_tb=need_tb,
-             storage_cloud_usd_per_tb_month=210.0, power_mw=POWER_MW, power_it_peak_mw=PEAK_MW)
+             storage_cloud_usd_per_tb_month=210.0, power_mw=POWER_MW, power_it_peak_mw=PEAK_MW, storage_dataset_tb=0.0)
     c.update({k: DEFAULTS[k] for k in Cost.requires if k not in c})
     return {k: np.atleast_1d(np.float64(v)) for k, v in c.items()}
 
@@ -50,50 +51,74 @@ def test_pipeline_feeds_cost_the_hand_figures():
     assert out["capex_usd"][0] == pytest.approx(58_936_958.40)
 
 
-def test_owned_tco_breakdown_by_hand():
+def test_owned_run_cost_breakdown_by_hand():
     out = Cost()(_cost_inputs(mode=0), Calibration.load())
     years = 30 / 365.25  # 0.0821355
     # servers: 37,632,000 x 0.0821355 x (1/5 years + 6% upkeep) = 803,640.25
-    assert out["tco_compute_usd"][0] == pytest.approx(SERVERS * years * (1 / 5 + 0.06)) == pytest.approx(803_640.25)
+    assert out["run_cost_compute_usd"][0] == pytest.approx(SERVERS * years * (1 / 5 + 0.06)) == pytest.approx(803_640.25)
     # network: 6,364,800 x 0.0821355 x 0.26 = 135,921.81
-    assert out["tco_network_usd"][0] == pytest.approx(135_921.81)
+    assert out["run_cost_network_usd"][0] == pytest.approx(135_921.81)
     # storage: 250,000 x 0.0821355 x 0.26 = 5,338.81
-    assert out["tco_storage_usd"][0] == pytest.approx(5_338.81)
+    assert out["run_cost_storage_usd"][0] == pytest.approx(5_338.81)
     # energy: 1.30814 MW x 1,000 x 720 h x $0.08 = 75,348.86
-    assert out["tco_power_usd"][0] == pytest.approx(75_348.86)
+    assert out["run_cost_power_usd"][0] == pytest.approx(75_348.86)
     # facility: 14,690,158.40 x 0.0821355 / 14 years = 86,184.56
-    assert out["tco_facility_usd"][0] == pytest.approx(86_184.56)
+    assert out["run_cost_facility_usd"][0] == pytest.approx(86_184.56)
     # total 1,106,434.29; per million of 1e12 tokens: 1.1064; per GPU-hour: / (1,024 x 720) = 1.50070
-    assert out["tco_usd"][0] == pytest.approx(1_106_434.29)
+    assert out["run_cost_usd"][0] == pytest.approx(1_106_434.29)
+    assert out["tco_usd"][0] == out["run_cost_usd"][0]  # the old name, kept for a release
     assert out["usd_per_mtok"][0] == pytest.approx(1.10643429)
     assert out["usd_per_gpu_hr"][0] == pytest.approx(1.50070, abs=1e-5)  # hardware-catalog 4.5: break-even ~$1.65
     assert out["capex_usd"][0] == pytest.approx(58_936_958.40)
+    # lifetime: the capex and 5 years at training load of upkeep, 6% of the hardware (37,632,000 + 6,364,800 +
+    # 250,000 = 44,246,800: 2,654,808 a year), and energy, 1,308.14 kW x 8,766 h x $0.08 = 917,372.42 a year:
+    # 58,936,958.40 + 5 x 3,572,180.42 = 76,797,860.50
+    assert out["lifetime_cost_usd"][0] == pytest.approx(76_797_860.50, abs=0.01)
 
 
-def test_cloud_tco_by_hand():
+def test_cloud_run_cost_by_hand():
     out = Cost()(_cost_inputs(mode=1), Calibration.load())
     # 1,024 GPUs x 720 h x $3.24 = 2,388,787.20; 62 TB x $210 per TB-month x 30 / 30.4375 days = 12,832.85
-    assert out["tco_compute_usd"][0] == pytest.approx(2_388_787.20)
-    assert out["tco_storage_usd"][0] == pytest.approx(12_832.85, abs=0.01)
-    assert out["tco_network_usd"][0] == out["tco_power_usd"][0] == out["tco_facility_usd"][0] == 0
-    assert out["tco_usd"][0] == pytest.approx(2_401_620.05, abs=0.01)
-    # the capital cost of the design is reported in both modes
-    assert out["capex_usd"][0] == pytest.approx(58_936_958.40)
+    assert out["run_cost_compute_usd"][0] == pytest.approx(2_388_787.20)
+    assert out["run_cost_storage_usd"][0] == pytest.approx(12_832.85, abs=0.01)
+    assert out["run_cost_network_usd"][0] == out["run_cost_power_usd"][0] == out["run_cost_facility_usd"][0] == 0
+    assert out["run_cost_usd"][0] == pytest.approx(2_401_620.05, abs=0.01)
+    # a rented cluster has no capital cost; on demand, it commits to the run and nothing more
+    assert out["capex_usd"][0] == out["capex_servers_usd"][0] == out["capex_facility_usd"][0] == 0
+    assert out["lifetime_cost_usd"][0] == out["run_cost_usd"][0]
+
+
+def test_a_reservation_commits_to_its_term_and_whole_instances_are_billed():
+    """1,020 GPUs rent 128 whole 8-GPU instances (1,024 GPUs): 30 days at $2.975 (aws-p5en.48xlarge 3-year) =
+    1,024 x 720 x 2.975 = 2,193,408.00 for the run; its lifetime is the 3-year term, 1,024 x 2.975 x 3 x 8,766 h
+    = 80,114,227.20, plus the run's storage. The dataset (30 of the 62 TB) in the object store at $23 per
+    TB-month, the checkpoints on the file system at $145: (32 x 145 + 30 x 23) x 30 / 30.4375 = 5,253.39."""
+    c = _cost_inputs(mode=1)
+    c.update({k: np.atleast_1d(np.float64(v)) for k, v in dict(
+        n_gpus=1020, instance=1, pricing=2, instance_gpus=8, cloud_usd_per_gpu_hr=2.975, storage_dataset_tb=30,
+        storage_cloud_usd_per_tb_month=145, storage_object_usd_per_tb_month=23).items()})
+    out = Cost()(c, Calibration.load())
+    assert out["run_cost_compute_usd"][0] == pytest.approx(2_193_408.00)
+    assert out["run_cost_storage_usd"][0] == pytest.approx(5_253.39, abs=0.01)
+    assert out["lifetime_cost_usd"][0] == pytest.approx(80_114_227.20 + 5_253.39, abs=0.01)
+    assert out["capex_usd"][0] == 0
+    # the cost per GPU-hour is per GPU used (1,020), the 4 idle GPUs of the last instance included in the cost
+    assert out["usd_per_gpu_hr"][0] == pytest.approx((2_193_408.00 + 5_253.39) / (1020 * 720))
 
 
 def test_breakdown_sums_and_mode_from_a_space():
     out = objectives.evaluate({**DESIGN, "cost_mode": np.array(["owned", "cloud"]), "n_gpus": np.array([1024.0, 1024.0])})
-    parts = sum(out[k] for k in ("tco_compute_usd", "tco_network_usd", "tco_storage_usd", "tco_power_usd",
-                                 "tco_facility_usd"))
-    np.testing.assert_allclose(parts, out["tco_usd"], rtol=1e-12)
-    np.testing.assert_allclose(out["usd_per_mtok"], out["tco_usd"] / 15e6, rtol=1e-12)
+    parts = sum(out[k] for k in ("run_cost_compute_usd", "run_cost_network_usd", "run_cost_storage_usd", "run_cost_power_usd",
+                                 "run_cost_facility_usd"))
+    np.testing.assert_allclose(parts, out["run_cost_usd"], rtol=1e-12)
+    np.testing.assert_allclose(out["usd_per_mtok"], out["run_cost_usd"] / 15e6, rtol=1e-12)
     # renting an H100 at $3.24/h costs more than owning one for the same run
-    assert out["tco_usd"][1] > out["tco_usd"][0]
+    assert out["run_cost_usd"][1] > out["run_cost_usd"][0]
     # a space sets the price of electricity and the server life
     cheap = objectives.evaluate({**DESIGN, "electricity_usd_per_kwh": 0.04, "server_years": 6})
     base = objectives.evaluate(DESIGN)
-    assert cheap["tco_power_usd"][0] == pytest.approx(base["tco_power_usd"][0] / 2)
-    assert cheap["tco_compute_usd"][0] < base["tco_compute_usd"][0]
+    assert cheap["run_cost_power_usd"][0] == pytest.approx(base["run_cost_power_usd"][0] / 2)
+    assert cheap["run_cost_compute_usd"][0] < base["run_cost_compute_usd"][0]
 
 
 def test_prices_catalog_has_sources():

@@ -31,6 +31,8 @@ def test_power_of_1024_h100():
     np.testing.assert_allclose(parts, out["power_mw"], rtol=1e-12)
     # the facility is built for the maximum: 1,024 x 1,275 + 38,400 + 26,112 + 2,800 = 1,372,912 W
     assert out["power_it_peak_mw"][0] == pytest.approx(1.372912)
+    # ... and its peak with cooling and distribution, x PUE 1.25 = 1,716,140 W: what a site limit bounds
+    assert out["facility_power_peak_mw"][0] == pytest.approx(1.71614)
     assert out["energy_mwh"][0] == pytest.approx(out["power_mw"][0] * out["time_to_train_days"][0] * 24)
 
 

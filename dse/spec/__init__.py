@@ -14,11 +14,13 @@ constraints and the search settings::
       n_gpus: {min: 1024, max: 16384, scale: pow2}   # a range: scale linear|log|pow2, optional step, type
       gpu_hbm_tbyte_s: {min: 3.35, max: 8.0}         # a catalog field: a what-if override
       network: ib-ndr-400                # a fixed value
+      instance: [owned, aws-p5.48xlarge] # rent a cloud instance (its GPU, fabric, price) or own (the row's gpu)
+      pricing: [on_demand, reserved_3y]  # the rented designs' price kind (on_demand, reserved_1y/3y, spot)
     mapping: auto                        # or {tp: [1, 2, 4, 8], recompute: [selective]} (restricted lists)
     objectives:                          # one to three metric columns
       - {metric: time_to_train_days, direction: min}
-      - tco_usd: min
-    constraints: ["power_mw <= 30", "n_gpus <= 16384"]   # any metric or input column against a number
+      - run_cost_usd: min
+    constraints: ["facility_power_peak_mw <= 30", "n_gpus <= 16384"]   # any metric or input column
     search: {sampler: nsga2, trials: 4096, batch_size: 512, seed: 0}   # nsga2 | tpe | random | grid
 
 A mapping column may also be listed under ``cluster``: it is then searched by the outer level (Optuna)

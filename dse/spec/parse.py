@@ -149,6 +149,8 @@ def parse_spec(
     search = _parse_search(ck, top.get("search", {}))
 
     given = set(workload) | {d.name for d in dimensions} | {k for k, v in mapping.items() if len(v) == 1}
+    if "gpu" not in given and _rents_only(workload, dimensions):  # every design rents: its instance names the GPU
+        given.add("gpu")
     for col in vocab.required:
         if col not in given:
             where = "workload" if col in ("global_batch", "model") else "cluster"
@@ -170,6 +172,14 @@ def parse_spec(
         raw=top,
         text=text,
     )
+
+
+def _rents_only(workload: Mapping[str, Any], dimensions: Sequence[Dimension]) -> bool:
+    """True where the space names cloud instances and no owned design (``instance: owned``): each design's GPU
+    is its instance's (objectives/catalog/instances.py)."""
+    values = [workload["instance"]] if "instance" in workload else \
+        next((list(d.values) for d in dimensions if d.name == "instance"), [])
+    return bool(values) and "owned" not in values
 
 
 def _parse_workload(ck: _Checker, raw) -> dict[str, Any]:
@@ -328,7 +338,7 @@ def _parse_constraints(ck: _Checker, raw) -> list[Constraint]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        ck.fail("constraints", "must be a list like [\"power_mw <= 30\", \"n_gpus <= 16384\"]")
+        ck.fail("constraints", "must be a list like [\"facility_power_peak_mw <= 30\", \"n_gpus <= 16384\"]")
     out = []
     for i, item in enumerate(raw):
         path = f"constraints[{i}]"

@@ -1,4 +1,4 @@
-"""Sourced catalogs (GPU systems, models, networks, storage, prices) and their expansion into design-table columns.
+"""Sourced catalogs (GPU systems, models, networks, storage, prices, cloud instances) and their expansion into design-table columns.
 
 Each number in ``gpus.yaml``, ``models.yaml``, ``networks.yaml``, ``storage.yaml`` and ``prices.yaml``
 carries its source; ``SOURCES.md`` lists them. A table row names a catalog id (``gpu: h100-sxm``,
@@ -19,7 +19,9 @@ the GPU's NIC speed) and keeps the training model's calibrated network in the st
 speed stays the GPU's and its switch-hop latency is 0 (the calibrated NCCL latency stands for the whole
 path). A removed id (:data:`REMOVED`) is an InputError that names what to use instead. Storage: a row
 that names none gets :data:`DEFAULT_STORAGE`. ``prices.yaml`` holds the defaults of the economic and
-operating columns (:func:`operating_defaults`).
+operating columns (:func:`operating_defaults`). Cloud instances (``instances.yaml``, :mod:`objectives.catalog.instances`):
+a row that rents one gets its GPU, fabric, NVLink domain, line rate and price (:func:`label_instances` on
+the table's labels, then :func:`instance_columns` here, before the GPU and the network expand).
 """
 
 from __future__ import annotations
@@ -30,9 +32,18 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from objectives.catalog.instances import (
+    INSTANCE_FIELDS,
+    instance_columns,
+    instance_ids,
+    instances,
+    label_instances,
+    provider_labels,
+)
 from objectives.table import CATEGORIES, InputError, factorize, is_constant
 
-__all__ = ["GPU_FIELDS", "MODEL_FIELDS", "MODEL_FIELD_DEFAULTS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
+__all__ = ["INSTANCE_FIELDS", "instances", "instance_ids", "label_instances", "provider_labels", "GPU_FIELDS",
+           "MODEL_FIELDS", "MODEL_FIELD_DEFAULTS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
            "models", "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids",
            "operating_defaults", "natural_network", "expand"]
 
@@ -321,12 +332,23 @@ def expand(cols: dict, distinct: dict | None = None) -> dict:
     out = dict(cols)
     if not cols:
         return out
+    rented = instance_columns(cols)  # an instance's numbers, as if the table gave them (its own values win)
+    instance_price = rented.pop("instance_usd_per_gpu_hr", None)
+    if rented:
+        cols = {**cols, **rented}
+        out.update(rented)
     if "model" in cols:
         # a model name outside the catalog is fine when the row spells out its architecture
         spelled_out = all(f in cols for f in ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size"))
         out.update(_expand_one(cols, "model", models(), MODEL_FIELDS, strict=not spelled_out, distinct=distinct))
     if "gpu" in cols:
         out.update(_expand_one(cols, "gpu", gpus(), GPU_FIELDS, strict=True, distinct=distinct))
+    if instance_price is not None:  # a renting row pays its instance's price (NaN: none published), not the GPU's
+        given = np.asarray(cols.get("cloud_usd_per_gpu_hr", np.nan), dtype=np.float64)
+        price = np.where(np.isnan(given), instance_price, given)
+        fallback = out.get("cloud_usd_per_gpu_hr", np.nan)
+        out["cloud_usd_per_gpu_hr"] = _rowwise(lambda code, p, f: np.where(code > 0, p, f), len(instance_price),
+                                               cols["instance"], price, fallback)
     out.update(_expand_network(cols, out))
     codes = _id_codes(cols, "storage", storage())
     if not (codes >= 0).all():

@@ -1,0 +1,178 @@
+"""Cloud instances (``instances.yaml``): what a design that rents one gets, and what it pays by ``pricing``.
+
+A row names ``instance: <provider>-<instance>`` (``aws-p5.48xlarge``, ``gcp-a3-megagpu-8g``, ...) to rent,
+or ``owned`` (the default; also a blank cell) to buy the cluster. A renting row is the instance's, whatever
+the row's own ``gpu``, ``network`` and ``cost_mode`` say (:func:`label_instances`, on the table's labels):
+its GPU (a gpus.yaml id), the fabric whose tiers stand in for the cloud's (none: the GPU's natural one),
+and ``cost_mode: cloud``. Its numbers (:data:`INSTANCE_FIELDS`, :func:`instance_columns`) are defaults the
+table may override, as a catalog id's are: the NVLink domain (``scaleup_size``), the scale-out line rate
+per GPU (``nic_gbyte_s``; where the source gives none, the GPU system's NIC stands in), the fabric kind's
+efficiency and extra per-message latency (``fabrics`` in instances.yaml, sourced), GPUs billed per
+instance, the provider's managed file system and object store per TB-month (where published; else
+storage.yaml's price), and ``cloud_usd_per_gpu_hr`` at the row's ``pricing`` (``on_demand``,
+``reserved_1y``, ``reserved_3y``, ``spot``: spot, preemptible or AWS Capacity Block). A price the catalog
+does not have stays NaN: the row is infeasible with the reason "no published price" (objectives.rental),
+never priced by a number the source does not give. ``rental_max_gpus``: the largest cluster the provider
+advertises at that pricing (AWS Capacity Blocks: 256 instances; OCI and Azure zettascale fabrics), inf
+where none is stated.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from objectives.table import CATEGORIES, Columns, encode, is_constant
+
+__all__ = ["INSTANCE_FIELDS", "PRICINGS", "instances", "fabrics", "providers", "instance_ids",
+           "provider_labels", "label_instances", "instance_columns"]
+
+HERE = Path(__file__).parent
+#: the numeric columns an instance sets (a table's own value wins)
+INSTANCE_FIELDS = ("scaleup_size", "nic_gbyte_s", "net_eff_rel", "net_transport_latency_s", "instance_gpus",
+                   "storage_cloud_usd_per_tb_month", "storage_object_usd_per_tb_month")
+PRICINGS = CATEGORIES["pricing"]
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _value(entry):
+    v = entry.get("value") if isinstance(entry, dict) else entry
+    return np.nan if v is None else float(v)
+
+
+@functools.cache
+def _raw() -> dict:
+    return yaml.load((HERE / "instances.yaml").read_text(), Loader=_LOADER)
+
+
+@functools.cache
+def fabrics() -> dict[str, dict[str, float]]:
+    """Fabric kind -> {net_eff_rel, net_transport_latency_s}."""
+    return {k: {f: _value(v[f]) for f in ("net_eff_rel", "net_transport_latency_s")} for k, v in _raw()["fabrics"].items()}
+
+
+@functools.cache
+def providers() -> dict[str, dict]:
+    """Provider id -> its name and storage prices per TB-month (NaN: not published)."""
+    return {k: {"name": v["name"], **{f: _value(v[f]) for f in ("storage_cloud_usd_per_tb_month",
+                                                                "storage_object_usd_per_tb_month")}}
+            for k, v in _raw()["providers"].items()}
+
+
+@functools.cache
+def instances() -> dict[str, dict]:
+    """Instance id -> {gpu, network, provider, fabric, every field of INSTANCE_FIELDS, prices: per pricing
+    (NaN: not published), max_gpus: per pricing (inf: none stated)}, in the catalog's order."""
+    out = {}
+    for iid, spec in _raw()["instances"].items():
+        fabric = fabrics().get(spec["fabric"], dict.fromkeys(("net_eff_rel", "net_transport_latency_s"), np.nan))
+        store = providers()[spec["provider"]]
+        largest = _value(spec.get("max_cluster_gpus"))
+        largest = np.inf if np.isnan(largest) else largest
+        spot_max = _value(spec.get("spot_max_gpus"))
+        row = {
+            "gpu": spec["gpu"], "network": spec["network"], "provider": spec["provider"], "fabric": spec["fabric"],
+            "scaleup_size": _value(spec["scaleup_size"]),
+            "nic_gbyte_s": _value(spec["scaleout_gbit_s_per_gpu"]) / 8.0,  # line rate Gbit/s -> GB/s per direction
+            **fabric,
+            "instance_gpus": float(spec["gpus_per_instance"]),
+            **{f: store[f] for f in ("storage_cloud_usd_per_tb_month", "storage_object_usd_per_tb_month")},
+            "prices": np.array([_value(spec["prices"][p]) for p in PRICINGS]),
+            "max_gpus": np.array([min(largest, spot_max) if p == "spot" and not np.isnan(spot_max) else largest
+                                  for p in PRICINGS]),
+        }
+        out[iid] = row
+    return out
+
+
+def instance_ids() -> list[str]:
+    return sorted(instances())
+
+
+def _luts() -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Per field, its value by instance code (code 0, owned: NaN); the price and largest cluster by
+    (code, pricing); every code's provider label."""
+    rows = [None, *instances().values()]
+    fields = {f: np.array([np.nan if r is None else r[f] for r in rows]) for f in INSTANCE_FIELDS}
+    prices = np.array([np.full(len(PRICINGS), np.nan) if r is None else r["prices"] for r in rows])
+    largest = np.array([np.full(len(PRICINGS), np.inf) if r is None else r["max_gpus"] for r in rows])
+    return fields, prices, largest
+
+
+def _codes(values: np.ndarray) -> np.ndarray:
+    """An encoded categorical column (float codes, NaN blank) as integer codes, blank as 0."""
+    v = np.asarray(values, dtype=np.float64)
+    return np.where(np.isnan(v), 0, v).astype(np.intp)
+
+
+def _take(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``lut[codes]``; a constant code column gives a constant view."""
+    if is_constant(codes):
+        return np.broadcast_to(lut[codes[0]], codes.shape)
+    return lut.take(codes, axis=0)
+
+
+def provider_labels(instance: np.ndarray) -> np.ndarray:
+    """The provider of each row (``aws``, ``gcp``, ``azure``, ``oci``, ``coreweave``, ``lambda``; ``owned``
+    for a row that rents none) from the encoded ``instance`` column, as text."""
+    lut = np.array(["owned", *(r["provider"] for r in instances().values())], dtype=object)
+    return _take(lut, _codes(instance))
+
+
+def label_instances(user: Columns) -> Columns:
+    """The table with each renting row's ``gpu``, ``network`` and ``cost_mode`` those of its instance (a new
+    dict; owned rows keep theirs). Raises InputError for an instance id the catalog does not have."""
+    if "instance" not in user:
+        return user
+    n = len(user["instance"])
+    codes = _codes(encode("instance", user["instance"]))
+    rented = codes > 0
+    if not rented.any():
+        return user
+    entries = [None, *instances().values()]
+    out = dict(user)
+    for name, key in (("gpu", "gpu"), ("network", "network")):
+        lut = np.array([None if e is None else e[key] for e in entries], dtype=object)
+        given = np.broadcast_to(np.asarray(user[name], dtype=object), (n,)) if name in user else np.full(n, None, dtype=object)
+        out[name] = np.where(rented, _take(lut, codes), given)
+    if "cost_mode" in user and user["cost_mode"].dtype.kind in "iuf":
+        out["cost_mode"] = np.where(rented, 1.0, user["cost_mode"])
+    else:
+        given = np.broadcast_to(np.asarray(user["cost_mode"], dtype=object), (n,)) if "cost_mode" in user \
+            else np.full(n, "owned", dtype=object)
+        out["cost_mode"] = np.where(rented, "cloud", given)
+    return out
+
+
+def instance_columns(cols: dict) -> dict:
+    """The numeric columns a renting row gets (:data:`INSTANCE_FIELDS`, ``rental_max_gpus``), each the
+    table's own value where it gives one; and ``instance_usd_per_gpu_hr``, the price at its ``pricing``
+    (NaN: not published). ``cols``: the table with ``instance`` and ``pricing`` encoded. Empty without
+    an ``instance`` column."""
+    if "instance" not in cols:
+        return {}
+    codes = _codes(cols["instance"])
+    n = len(codes)
+    pricing = _codes(cols["pricing"]) if "pricing" in cols else np.broadcast_to(np.intp(0), (n,))
+    fields, prices, largest = _luts()
+    out = {}
+    for name, lut in fields.items():
+        value = _take(lut, codes)
+        if name in cols:  # the table's own value wins (a what-if), the instance's fills its blanks
+            given = np.asarray(cols[name], dtype=np.float64)
+            value = np.where(np.isnan(given), value, given)
+        out[name] = value
+    if is_constant(codes) and is_constant(pricing):
+        out["instance_usd_per_gpu_hr"] = np.broadcast_to(prices[codes[0], pricing[0]], (n,))
+        out["rental_max_gpus"] = np.broadcast_to(largest[codes[0], pricing[0]], (n,))
+    else:
+        codes, pricing = np.broadcast_to(codes, (n,)), np.broadcast_to(pricing, (n,))
+        out["instance_usd_per_gpu_hr"] = prices[codes, pricing]
+        out["rental_max_gpus"] = largest[codes, pricing]
+    if "rental_max_gpus" in cols:
+        given = np.asarray(cols["rental_max_gpus"], dtype=np.float64)
+        out["rental_max_gpus"] = np.where(np.isnan(given), out["rental_max_gpus"], given)
+    return out
