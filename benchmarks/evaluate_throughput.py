@@ -40,7 +40,7 @@ from objectives import catalog  # noqa: E402
 MODELS = ["gpt3-175b", "llama3-70b", "llama3-8b", "llama2-13b", "mixtral-8x7b", "nemotron-4-340b"]
 GPUS = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "gb200", "mi300x"]
 #: a Pareto front's columns: the design, its speed and its cost (every module runs)
-TEN_COLUMNS = ["model", "gpu", "n_gpus", "tp", "pp", "step_time_s", "mfu", "time_to_train_days", "tco_usd",
+TEN_COLUMNS = ["model", "gpu", "n_gpus", "tp", "pp", "step_time_s", "mfu", "time_to_train_days", "run_cost_usd",
                "feasible"]
 #: training metrics alone: the economics modules are skipped
 TEN_TRAINING_COLUMNS = ["model", "gpu", "n_gpus", "tp", "pp", "micro_batch", "step_time_s", "mfu", "hbm_used_gb",

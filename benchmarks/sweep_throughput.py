@@ -46,8 +46,9 @@ def toy_model(table):
     n_gpus = np.asarray(table["n_gpus"], dtype=np.float64)
     days = 1e4 / (n_gpus * hbm ** 0.3 * nic ** 0.1)
     out = {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in table.items()}
-    out.update(time_to_train_days=days, tco_usd=days * 24 * n_gpus * (2 + hbm / 4 + nic / 50),
-               power_mw=n_gpus * 1.4e-3, con_memory=np.full(n, -0.1), feasible=np.ones(n, dtype=bool))
+    out.update(time_to_train_days=days, run_cost_usd=days * 24 * n_gpus * (2 + hbm / 4 + nic / 50),
+               power_mw=n_gpus * 1.4e-3, facility_power_peak_mw=n_gpus * 1.9e-3, con_memory=np.full(n, -0.1),
+               feasible=np.ones(n, dtype=bool))
     return out
 
 

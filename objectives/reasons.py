@@ -92,6 +92,6 @@ def reason_kinds(reasons) -> dict[str, int]:
     values, counts = np.unique(np.asarray([r for r in reasons if r], dtype=object).astype(str), return_counts=True)
     kinds: dict[str, int] = {}
     for value, count in zip(values, counts):  # per distinct reason, not per row
-        kind = re.sub(r"(?<![\w-])-?\d+(\.\d+)?", "#", value)  # not the 8 of fp8, the 2024 of a stack
+        kind = re.sub(r"(?<![\w-])-?\d+(\.\d+)?(?!\w)", "#", value)  # not the 8 of fp8, the 2024 of a stack, p5.48xlarge
         kinds[kind] = kinds.get(kind, 0) + int(count)
     return dict(sorted(kinds.items(), key=lambda kv: -kv[1]))

@@ -85,7 +85,7 @@ def test_cloud_run_cost_by_hand():
     assert out["run_cost_usd"][0] == pytest.approx(2_401_620.05, abs=0.01)
     # a rented cluster has no capital cost; on demand, it commits to the run and nothing more
     assert out["capex_usd"][0] == out["capex_servers_usd"][0] == out["capex_facility_usd"][0] == 0
-    assert out["lifetime_cost_usd"][0] == out["run_cost_usd"][0]
+    assert out["lifetime_cost_usd"][0] == pytest.approx(out["run_cost_usd"][0], rel=1e-12)
 
 
 def test_a_reservation_commits_to_its_term_and_whole_instances_are_billed():

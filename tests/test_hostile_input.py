@@ -44,7 +44,7 @@ BASE_SPACE = {
     "cluster": {"gpu": ["h100-sxm", "b200"], "n_gpus": {"min": 32, "max": 256, "scale": "pow2"},
                 "precision": ["bf16", "fp8"], "gpu_hbm_tbyte_s": {"min": 2.0, "max": 8.0, "step": 0.5}},
     "mapping": "auto",
-    "objectives": [{"metric": "time_to_train_days", "direction": "min"}, {"metric": "tco_usd", "direction": "min"}],
+    "objectives": [{"metric": "time_to_train_days", "direction": "min"}, {"metric": "run_cost_usd", "direction": "min"}],
     "constraints": ["time_to_train_days <= 60"],
     "search": {"sampler": "nsga2", "trials": 8, "batch_size": 8, "seed": 0},
 }

@@ -44,12 +44,12 @@ cluster:
 mapping: auto
 objectives:
   - {metric: time_to_train_days, direction: min}
-  - {metric: tco_usd, direction: min}
+  - {metric: run_cost_usd, direction: min}
 constraints: ["time_to_train_days <= 60"]
 search: {sampler: nsga2, trials: 320, batch_size: 16, seed: 7}
 """
 DESIGN = ["gpu", "n_gpus", "precision", "gpu_hbm_tbyte_s", "nic_gbyte_s"]
-OBJ = ["time_to_train_days", "tco_usd"]
+OBJ = ["time_to_train_days", "run_cost_usd"]
 
 
 def _free_port() -> int:

@@ -93,7 +93,7 @@ def test_sensitivity_is_the_model_with_better_hardware(run_dir):
     assert (by.loc["GEMM efficiency", "time_to_train_days"].dropna() >= -1e-9).all()
     assert by.loc["GEMM efficiency", "time_to_train_days"].max() > 0
     np.testing.assert_allclose(by.loc["server price", "time_to_train_days"].dropna(), 0.0, atol=1e-9)
-    assert (by.loc["server price", "tco_usd"].dropna() > 0).all()
+    assert (by.loc["server price", "run_cost_usd"].dropna() > 0).all()
     ranked = ranking(sens, r.objectives)
     assert list(ranked["mean"].dropna()) == sorted(ranked["mean"].dropna(), reverse=True)
 
@@ -147,12 +147,13 @@ def test_sweep_keeps_the_intervals_and_the_page_draws_them(run_dir):
     parts = sorted((run_dir / "trials").glob("*.parquet"))
     assert parts
     columns = set(pd.read_parquet(parts[0]).columns)
-    for name in ("tokens_per_s_per_gpu", "step_time_s", "time_to_train_days", "tco_usd", "energy_mwh", "usd_per_mtok"):
+    for name in ("tokens_per_s_per_gpu", "step_time_s", "time_to_train_days", "run_cost_usd", "tco_usd", "energy_mwh",
+                 "usd_per_mtok"):
         assert {f"{name}_lo", f"{name}_hi"} <= columns, name
     assert {"validated_distance_oct", "interval_extrapolated"} <= columns
     front = pd.read_parquet(run_dir / "pareto.parquet")
     assert (front["time_to_train_days_lo"] < front["time_to_train_days"]).all()
-    assert (front["tco_usd"] < front["tco_usd_hi"]).all()
+    assert (front["run_cost_usd"] < front["run_cost_usd_hi"]).all()
     html = (run_dir / "report.html").read_text()
     assert html.count('<path class="ebar"') == 1  # one panel, one run
     assert html.count('<span class="iv">') >= 2 * len(front)  # both objectives' intervals per front row

@@ -46,9 +46,10 @@ COLUMNS = {  # output column -> (header, scale)
     "storage_units": ("units", 1), "ckpt_write_s": ("ckpt write s", 1), "ckpt_stall_s": ("ckpt stall s", 1),
     "ckpt_interval_s": ("ckpt every s", 1), "goodput": ("goodput", 1),
     "time_to_train_ideal_days": ("ideal d", 1), "time_to_train_days": ("days", 1), "power_mw": ("MW", 1),
-    "capex_usd": ("capex $M", 1e-6), "tco_compute_usd": ("compute $M", 1e-6), "tco_network_usd": ("network $M", 1e-6),
-    "tco_storage_usd": ("storage $M", 1e-6), "tco_power_usd": ("power $M", 1e-6),
-    "tco_facility_usd": ("facility $M", 1e-6), "tco_usd": ("TCO $M", 1e-6), "usd_per_mtok": ("$/Mtok", 1),
+    "capex_usd": ("capex $M", 1e-6), "run_cost_compute_usd": ("compute $M", 1e-6),
+    "run_cost_network_usd": ("network $M", 1e-6), "run_cost_storage_usd": ("storage $M", 1e-6),
+    "run_cost_power_usd": ("power $M", 1e-6), "run_cost_facility_usd": ("facility $M", 1e-6),
+    "run_cost_usd": ("run $M", 1e-6), "lifetime_cost_usd": ("lifetime $M", 1e-6), "usd_per_mtok": ("$/Mtok", 1),
 }
 
 

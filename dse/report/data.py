@@ -113,7 +113,7 @@ def why_infeasible(trials: pd.DataFrame, top: int = 8) -> list[tuple[str, int, s
     counts = reason.value_counts()  # per distinct reason, then their numbers left out
     kinds: dict[str, list] = {}
     for text, n in sorted(counts.items(), key=lambda tn: (-tn[1], tn[0])):
-        kind = re.sub(r"(?<![\w-])-?\d+(\.\d+)?", "#", text)  # not the 8 of fp8, nor the 2024 of a stack name
+        kind = re.sub(r"(?<![\w-])-?\d+(\.\d+)?(?!\w)", "#", text)  # not the 8 of fp8, the 2024 of a stack, the 48 of p5.48xlarge
         entry = kinds.setdefault(kind, [0, text])
         entry[0] += int(n)
     ranked = sorted(kinds.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]

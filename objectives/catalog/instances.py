@@ -65,7 +65,8 @@ def providers() -> dict[str, dict]:
 @functools.cache
 def instances() -> dict[str, dict]:
     """Instance id -> {gpu, network, provider, fabric, every field of INSTANCE_FIELDS, prices: per pricing
-    (NaN: not published), max_gpus: per pricing (inf: none stated)}, in the catalog's order."""
+    (NaN: not published), max_gpus: per pricing (inf: none stated), and the entry's text: name, fabric_name,
+    topology, prices_source, spot_kind, confidence}, in the catalog's order."""
     out = {}
     for iid, spec in _raw()["instances"].items():
         fabric = fabrics().get(spec["fabric"], dict.fromkeys(("net_eff_rel", "net_transport_latency_s"), np.nan))
@@ -75,6 +76,7 @@ def instances() -> dict[str, dict]:
         spot_max = _value(spec.get("spot_max_gpus"))
         row = {
             "gpu": spec["gpu"], "network": spec["network"], "provider": spec["provider"], "fabric": spec["fabric"],
+            **{k: spec.get(k) for k in ("name", "fabric_name", "topology", "prices_source", "spot_kind", "confidence")},
             "scaleup_size": _value(spec["scaleup_size"]),
             "nic_gbyte_s": _value(spec["scaleout_gbit_s_per_gpu"]) / 8.0,  # line rate Gbit/s -> GB/s per direction
             **fabric,
@@ -123,8 +125,9 @@ def provider_labels(instance: np.ndarray) -> np.ndarray:
 
 
 def label_instances(user: Columns) -> Columns:
-    """The table with each renting row's ``gpu``, ``network`` and ``cost_mode`` those of its instance (a new
-    dict; owned rows keep theirs). Raises InputError for an instance id the catalog does not have."""
+    """The table with each renting row's ``gpu``, ``network`` and ``cost_mode`` those of its instance, and
+    each owned row's ``pricing`` blank (it rents nothing; a space that sweeps both gives owned designs no
+    pricing to tell them apart by). A new dict; raises InputError for an instance id the catalog does not have."""
     if "instance" not in user:
         return user
     n = len(user["instance"])
@@ -134,6 +137,8 @@ def label_instances(user: Columns) -> Columns:
         return user
     entries = [None, *instances().values()]
     out = dict(user)
+    if "pricing" in user:
+        out["pricing"] = np.where(rented, np.broadcast_to(np.asarray(user["pricing"], dtype=object), (n,)), None)
     for name, key in (("gpu", "gpu"), ("network", "network")):
         lut = np.array([None if e is None else e[key] for e in entries], dtype=object)
         given = np.broadcast_to(np.asarray(user[name], dtype=object), (n,)) if name in user else np.full(n, None, dtype=object)
