@@ -214,3 +214,17 @@ def test_a_space_sweeps_instances_and_names_what_is_valid():
         parse_spec({**SPACE, "cluster": {**SPACE["cluster"], "pricing": ["hourly"]}}, source="clouds.yaml")
     with pytest.raises(UserError, match=r"cluster.gpu: is required"):  # an owned design needs its GPU
         parse_spec({**SPACE, "cluster": {**SPACE["cluster"], "instance": ["owned", "aws-p5.48xlarge"]}}, source="c.yaml")
+
+
+def test_an_owned_design_has_no_pricing_and_needs_its_gpu():
+    """A space sweeping `pricing` beside `instance: owned` gives its owned designs no pricing (one design, not
+    four, on a front); an owned design without a GPU is one line naming the column."""
+    out = objectives.evaluate(dict(model="llama3-8b", gpu="h100-sxm", n_gpus=64, global_batch=64, tp=1, pp=1,
+                                   micro_batch=1, train_tokens=1e11,
+                                   instance=np.array(["owned", "owned", "aws-p5.48xlarge"], dtype=object),
+                                   pricing=np.array(["spot", "reserved_3y", "spot"], dtype=object)))
+    assert list(out["pricing"]) == [None, None, "spot"]
+    assert out["run_cost_usd"][0] == out["run_cost_usd"][1] > 0
+    with pytest.raises(objectives.InputError, match=r"row 1, column 'gpu': is required for a design that owns"):
+        objectives.evaluate(dict(model="llama3-8b", n_gpus=64, global_batch=64, tp=1, pp=1, micro_batch=1,
+                                 instance=np.array(["aws-p5.48xlarge", "owned"], dtype=object)))

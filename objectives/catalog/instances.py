@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from objectives.table import CATEGORIES, Columns, encode, is_constant
+from objectives.table import CATEGORIES, Columns, InputError, encode, is_constant
 
 __all__ = ["INSTANCE_FIELDS", "PRICINGS", "instances", "fabrics", "providers", "instance_ids",
            "provider_labels", "label_instances", "instance_columns"]
@@ -105,8 +105,11 @@ def _luts() -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
 
 
 def _codes(values: np.ndarray) -> np.ndarray:
-    """An encoded categorical column (float codes, NaN blank) as integer codes, blank as 0."""
+    """An encoded categorical column (float codes, NaN blank) as integer codes, blank as 0; a constant column
+    stays a constant view."""
     v = np.asarray(values, dtype=np.float64)
+    if is_constant(v):
+        return np.broadcast_to(_codes(v[:1]), v.shape)
     return np.where(np.isnan(v), 0, v).astype(np.intp)
 
 
@@ -133,6 +136,9 @@ def label_instances(user: Columns) -> Columns:
     n = len(user["instance"])
     codes = _codes(encode("instance", user["instance"]))
     rented = codes > 0
+    if "gpu" not in user and "gpu_bf16_tflop_s" not in user and not rented.all():  # an owned design buys its GPU
+        raise InputError("is required for a design that owns its cluster (instance 'owned' or blank); a renting "
+                         "design takes its instance's", column="gpu", row=int(np.argmin(rented)))
     if not rented.any():
         return user
     entries = [None, *instances().values()]
