@@ -1,11 +1,11 @@
-"""Llama-3.1 405B: how time-to-train and TCO move with the GPU system, fabric, oversubscription and storage.
+"""Llama-3.1 405B: how time-to-train and the run's cost move with the GPU system, fabric, oversubscription and storage.
 
     .venv/bin/python tools/economics_table.py [--gpus 16128] [--markdown] [--csv out.csv]
 
 Scores a handful of cluster designs with ``objectives.search_mapping`` (each gets its best mapping) and
 prints one row per design with the breakdown that explains each move: step time and MFU (the network),
-checkpoints (write time, interval, storage units) and goodput, power, capital cost and the TCO by part.
-Every design differs from the baseline (first row) in one thing. The default 16,128 GPUs are 224 whole
+checkpoints (write time, interval, storage units) and goodput, power, capital cost, the run's cost by part
+and the lifetime cost. Every design differs from the baseline (first row) in one thing. The default 16,128 GPUs are 224 whole
 NVL72 racks (or 2,016 8-GPU servers), with 2,016 sequences of 8,192 tokens a step (~16.5M tokens, Llama 3's
 16M) so that data parallelism divides them. Systems are the catalog's (gpus.yaml
 ``system``): HGX/DGX B200 8-GPU servers, GB200 and GB300 NVL72 racks; the one 72-GPU domain of B200s is a
@@ -67,8 +67,8 @@ def table(n_gpus: int) -> pd.DataFrame:
 
 #: the README's columns: what moved, and why
 MARKDOWN = ("design", "tp", "pp", "step s", "MFU", "units", "ckpt write s", "ckpt stall s", "ckpt every s", "goodput",
-            "days", "MW", "capex $M", "compute $M", "network $M", "storage $M", "power $M", "facility $M", "TCO $M",
-            "$/Mtok")
+            "days", "MW", "capex $M", "compute $M", "network $M", "storage $M", "power $M", "facility $M", "run $M",
+            "lifetime $M", "$/Mtok")
 
 
 def markdown(frame: pd.DataFrame) -> str:
