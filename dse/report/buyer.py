@@ -93,7 +93,8 @@ def group_values(frame: pd.DataFrame, kind: str) -> pd.Series:
     if "provider" in frame:
         s = frame["provider"]
     elif "instance" in frame:
-        s = frame["instance"].astype(str).str.split("-", n=1).str[0].where(~_blank(frame["instance"]), np.nan)
+        s = pd.Series([v.split("-", 1)[0] if isinstance(v, str) else np.nan for v in frame["instance"]],
+                      index=frame.index, dtype=object)
     else:
         s = pd.Series(np.nan, index=frame.index)
     return s.astype(str).where(~_blank(s), mode)

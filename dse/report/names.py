@@ -102,7 +102,7 @@ def _is_blank(v) -> bool:
 def _text(column: str, v) -> str:
     """A named choice as it reads in a name (a code stored as a number is read back as its name)."""
     if _is_blank(v):
-        return ""
+        return "owned" if column == "instance" else ""  # a design that names no instance is bought
     if column in _CODES and isinstance(v, (int, float, np.number)):
         codes = _CODES[column]
         v = codes[int(v)] if 0 <= int(v) < len(codes) else v
@@ -132,8 +132,8 @@ def _column_text(frame: pd.DataFrame, column: str) -> list[str]:
         label = _label(column)
         if column == "scaleup_size":
             return [f"{text[v]}-GPU NVLink" if v in text else "" for v in values]
-        if unit == "$":
-            return [f"{label} ${text[v]}" if v in text else "" for v in values]
+        if unit.startswith("$"):  # $62,375/GPU
+            return [f"{label} ${text[v]}{unit[1:]}" if v in text else "" for v in values]
         return [" ".join(p for p in (label, text[v], unit) if p) if v in text else "" for v in values]
     return [_text(column, v) for v in values]
 

@@ -155,9 +155,9 @@ def stacked_bars(labels: list[str], parts: dict[str, np.ndarray], colours: dict[
     n = len(labels)
     parts = {k: np.where(_placeable(v) & (np.asarray(v, dtype=np.float64) > 0), v, 0.0) for k, v in parts.items()}
     longest = max((len(lab) for lab in labels), default=0)
-    bh, gap, right = 18, 6, 20
+    bh, gap, right = 18, 6, 60  # room right of the longest bar for its total
     left = int(min(620, max(250, 6.4 * longest + 14)))  # room for the longest design name (11 px text)
-    width = left + 570
+    width = left + 610
     height = MT + n * (bh + gap) + 40
     totals = np.sum(list(parts.values()), axis=0) if parts else np.zeros(n)
     top = float(np.max(totals)) if n and np.max(totals) > 0 else 1.0
