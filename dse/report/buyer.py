@@ -52,7 +52,7 @@ def _delta(metric: str, direction: str, a: float, b: float) -> str:
     d = a - b
     if d == 0:
         return f"the same {metric}"
-    pct = f" ({d / b:+.0%})" if b else ""
+    pct = f" ({'+' if d > 0 else '-'}{number(abs(d / b) * 100, 2)}%)" if b else ""
     size = _amount(metric, abs(d))
     if metric.endswith(("_days", "_s")):
         return f"{size} {'faster' if d < 0 else 'slower'}{pct}"
@@ -154,7 +154,8 @@ def _neighbours(run: Run, pos: int, names: list[str]) -> list[str]:
             what = f"{what} {first}"
         deltas = [d for m, direction in objectives.items()
                   if (d := _delta(m, direction, float(me[m]), float(them[m])))]
-        out.append(f"against #{other} ({names[other - 1]}), {what}, it is {' and '.join(deltas)}")
+        said = ", ".join(deltas[:-1]) + " and " + deltas[-1] if len(deltas) > 1 else "".join(deltas)
+        out.append(f"against #{other} ({names[other - 1]}), {what}, it is {said}")
     return out
 
 
@@ -228,7 +229,8 @@ def recommend(run: Run) -> Recommendation | None:
     names = design_names(run.front, run.design_columns)
     name = names[pos - 1] if pos else design_names(pd.concat([run.front, row.to_frame().T]), run.design_columns)[-1]
     said = [_why(rule, run, deadline, row)]
-    said.append("it gives " + " and ".join(f"{m} {_amount(m, float(row[m]))}" for m in run.objectives))
+    gives = [f"{m} {_amount(m, float(row[m]))}" for m in run.objectives]
+    said.append("it gives " + (", ".join(gives[:-1]) + " and " + gives[-1] if len(gives) > 1 else gives[0]))
     if pos:
         said += _neighbours(run, pos, names)
     said += _profile(row)

@@ -28,7 +28,7 @@ UNITS = (
 #: short labels of the columns a space commonly sweeps (others: the name without its unit, spaced)
 LABELS = {
     "gpu_hbm_tbyte_s": "HBM", "gpu_hbm_gb": "HBM", "nic_gbyte_s": "NIC", "scaleup_gbyte_s": "NVLink",
-    "net_port_gbyte_s": "port", "oversubscription": "oversub", "storage_units_min": "storage units",
+    "net_port_gbyte_s": "port", "storage_units_min": "storage units",
     "gpu_bf16_tflop_s": "bf16", "gpu_fp8_tflop_s": "fp8", "gpu_fp4_tflop_s": "fp4", "seq_len": "seq",
     "global_batch": "batch", "train_tokens": "tokens", "ckpt_every_s": "ckpt every", "pue": "PUE",
 }
@@ -132,6 +132,8 @@ def _column_text(frame: pd.DataFrame, column: str) -> list[str]:
         label = _label(column)
         if column == "scaleup_size":
             return [f"{text[v]}-GPU NVLink" if v in text else "" for v in values]
+        if column == "oversubscription":
+            return [f"{text[v]}:1 oversub" if v in text else "" for v in values]
         if unit.startswith("$"):  # $62,375/GPU
             return [f"{label} ${text[v]}{unit[1:]}" if v in text else "" for v in values]
         return [" ".join(p for p in (label, text[v], unit) if p) if v in text else "" for v in values]
