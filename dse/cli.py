@@ -14,11 +14,13 @@ COMMANDS = {
     "validate": "dse.commands.validate",
     "sweep": "dse.commands.sweep",
     "report": "dse.commands.report",
+    "catalog": "dse.commands.catalog",
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dse", description=__doc__)
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS.values():
         try:
@@ -30,6 +32,18 @@ def build_parser() -> argparse.ArgumentParser:
         mod.add_parser(sub)
     return parser
 
+
+def version_text() -> str:
+    """``dse X (objectives Y, calibration objectives/calibration.json)``: what ``dse --version`` prints."""
+    from dse import __version__
+
+    try:
+        import objectives
+
+        model = f"objectives {getattr(objectives, '__version__', '?')}"
+    except ImportError:
+        model = "objectives not installed"
+    return f"dse {__version__} ({model})"
 
 
 def one_line(text: str) -> str:
@@ -52,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"dse {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # the reader went away (`dse catalog metrics | head`): nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"dse {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 EXIT_USAGE = 2
+
+
+def did_you_mean(name, names: Iterable[str], n: int = 3) -> str:
+    """"did you mean 'x' or 'y'? " for the names closest to ``name`` (difflib's ratio, at least 0.6), or ""
+    where none is close: the start of a hint in a one-line error or warning."""
+    close = difflib.get_close_matches(name, list(names), n=n) if isinstance(name, str) else []
+    return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
 
 
 class UserError(Exception):

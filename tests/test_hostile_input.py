@@ -1,5 +1,6 @@
 """Hostile input, generated: malformed and extreme spaces and design tables must end in one clear line and
-exit status 2, or in rows marked infeasible (exit 0), never in a traceback, a warning on stderr or a hang.
+exit status 2, or in rows marked infeasible (exit 0), never in a traceback, a warning on stderr or a hang
+(but the one line `dse evaluate` owes a table with a column the model does not know: it is carried through).
 
 Every example calls ``dse.cli.main`` in this process (``dse sweep --no-ray`` on a tiny space, ``dse
 evaluate`` on a three-row table). Both generated tests run under the fixed hypothesis profile of
@@ -185,6 +186,11 @@ def _check(command: str, rc: int, stderr: str, seconds: float, what: str) -> Non
         assert "Traceback" not in stderr
     else:
         assert rc == 0, f"{what}: exit {rc}\n{stderr}"
+        # the one warning a user is owed: a column the model does not know, carried through (dse evaluate)
+        owed = [line for line in lines if line.startswith("dse evaluate: warning: ")
+                and "carried through to the output unchanged" in line]
+        assert len(owed) <= 1, f"{what}:\n{stderr}"
+        lines = [line for line in lines if line not in owed]
         assert "Traceback" not in stderr and not any("Warning" in line for line in lines), f"{what}:\n{stderr}"
 
 

@@ -74,3 +74,75 @@ def test_report_screenshot(run_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a page, not a blank
+
+
+#: run at load: for each colour kind (clicking its button where there are several), whether only its legend
+#: shows and every legend swatch is the colour the page paints that group's points; the recommendation;
+#: the front table's headers and whether it fits the window without scrolling
+CHECKS = """<script>window.addEventListener('load',function(){var out={kinds:{}};
+function check(kind){var r={shown:[],items:[]};
+ document.querySelectorAll('.legend-kind').forEach(function(l){if(getComputedStyle(l).display!=='none')r.shown.push(l.dataset.kind);});
+ var l=document.querySelector('.legend-'+kind);if(!l)return r;
+ l.querySelectorAll('.item').forEach(function(it,code){var p=document.querySelector(
+  'g.front circle[data-'+kind+'="'+code+'"],g.dominated circle[data-'+kind+'="'+code+'"]');
+  r.items.push({group:it.dataset.group,swatch:getComputedStyle(it.querySelector('.sw')).backgroundColor,
+   point:p?getComputedStyle(p).fill:null});});return r;}
+var buttons=document.querySelectorAll('.facet-buttons button');
+if(buttons.length){buttons.forEach(function(b){b.click();out.kinds[b.dataset.mode]=check(b.dataset.mode);});}
+else{out.kinds.gpu=check('gpu');}
+var rec=document.querySelector('p.recommend');out.rec=rec?rec.textContent:'';
+out.recRow=(document.querySelector('table.front td.rec')||{}).textContent||'';
+out.headers=Array.prototype.map.call(document.querySelectorAll('table.front th'),function(h){return h.textContent;});
+var t=document.querySelector('table.front');out.right=t.getBoundingClientRect().right;
+out.width=document.documentElement.clientWidth;out.scroll=[t.parentElement.scrollWidth,t.parentElement.clientWidth];
+var pre=document.createElement('pre');pre.id='__checks';pre.textContent=JSON.stringify(out);document.body.appendChild(pre);
+});</script>"""
+
+
+def _checks(exe: str, html: str, tmp_path: Path) -> dict:
+    import html as markup
+    import json
+
+    page = tmp_path / "checks.html"
+    page.write_text(html.replace("<head>", "<head>" + CHECKS, 1))
+    proc = browse(exe, page.as_uri(), tmp_path / "profile", "--dump-dom", "--window-size=1400,1000")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'<pre id="__checks">(.*?)</pre>', proc.stdout, flags=re.DOTALL)
+    assert found, "the check script did not run"
+    return json.loads(markup.unescape(found.group(1)))
+
+
+def test_the_buyer_view_in_chromium(run_dir, tmp_path):
+    """A real sweep of four GPUs: the per-GPU legend shows with the colours its points have, the
+    recommended design is named and marked in the table, capex is a column, the table fits 1,400 px."""
+    exe = chromium()
+    got = _checks(exe, (run_dir / "report.html").read_text(), tmp_path)
+    gpu = got["kinds"]["gpu"]
+    assert gpu["shown"] == ["gpu"]
+    trials = pd.read_parquet(run_dir / "trials")
+    assert sorted(i["group"] for i in gpu["items"]) == sorted(trials["gpu"].unique())
+    assert all(i["point"] == i["swatch"] for i in gpu["items"]), gpu["items"]
+    assert len({i["swatch"] for i in gpu["items"]}) == len(gpu["items"])  # one colour per GPU
+    assert got["rec"].startswith("Recommended: #") and ("deadline of 60 days" in got["rec"])  # small.yaml: <= 60 days
+    assert got["recRow"].startswith("★ ") and got["recRow"][2:] in got["rec"]
+    assert "capex_usd" in got["headers"] and "tco_usd" in got["headers"]
+    assert got["right"] <= got["width"] and got["scroll"][0] <= got["scroll"][1], got  # no horizontal scroll
+
+
+def test_colour_kinds_switch_in_chromium(tmp_path):
+    """A table of owned and rented designs: the buttons switch GPU, provider and instance colours."""
+    from test_buyer import _run_dir
+
+    from dse.report import write_report
+
+    exe = chromium()
+    paths = write_report(_run_dir(tmp_path / "run"), with_sensitivity=False, with_png=False)
+    got = _checks(exe, paths["html"].read_text(), tmp_path)
+    assert set(got["kinds"]) == {"gpu", "provider", "instance"}
+    no_feasible = {"gpu": set(), "provider": {"azure"}, "instance": {"azure-nd-h100-v5"}}  # spot, past 120 days
+    for kind, found in got["kinds"].items():
+        assert found["shown"] == [kind]
+        assert {i["group"] for i in found["items"] if i["point"] is None} == no_feasible[kind]  # its point is grey
+        assert all(i["point"] == i["swatch"] for i in found["items"] if i["point"] is not None), (kind, found)
+    assert [i["group"] for i in got["kinds"]["provider"]["items"]] == ["owned", "aws", "azure", "gcp"]
+    assert {"capex_usd", "run_cost_usd", "lifetime_cost_usd"} <= set(got["headers"])

@@ -52,7 +52,7 @@ def test_page_draws_whiskers_and_marks_ties():
     table = front_table([run])
     assert table.count('<td class="l tie">') == 2
     assert '<td class="l tie">#2</td>' in table and '<td class="l tie">#1</td>' in table
-    assert '<span class="iv">9–11</span>' in table and '<span class="iv">85–105</span>' in table
+    assert '<span class="iv">9–11</span>' in table and '<span class="iv">$85–$105</span>' in table  # dollars as $
     assert ">tie with<" in table
 
 

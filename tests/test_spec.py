@@ -66,7 +66,7 @@ def test_mapping_restriction_and_outer_mapping(vocab):
     "changes, where, says",
     [
         ({"colour": "red"}, "spaces/toy.yaml: colour", "unknown key; valid: name, description"),
-        ({"cluster__gpus": ["g1"]}, "cluster.gpus", "unknown column 'gpus'; valid:"),
+        ({"cluster__gpus": ["g1"]}, "cluster.gpus", "unknown column 'gpus'; did you mean 'gpu' or 'n_gpus'? valid:"),
         ({"cluster__gpu": ["g1", "h9"]}, "cluster.gpu[1]", "unknown gpu 'h9'; valid: g1, g2, g3"),
         ({"workload__model": "gpt-9"}, "workload.model", "unknown model 'gpt-9'; valid: toy-1b, toy-7b"),
         ({"cluster__n_gpus": {"min": 64, "max": 8}}, "cluster.n_gpus", "empty range: min 64 is above max 8"),

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import sys
 
 import numpy as np
 
 import objectives
-from dse.errors import UserError
+from dse.errors import UserError, did_you_mean
 from dse.tables import describe_input_error, read_columns, write_slices, write_table
 from objectives.mapping import blank_cells
 
@@ -67,6 +68,24 @@ def _output_names(cols: dict[str, np.ndarray]) -> list[str] | None:
         return None
 
 
+def unknown_columns(names) -> list[str]:
+    """The columns of an input table the model does not know (neither a design-table column nor a metric)."""
+    known = set(objectives.INPUT_COLUMNS) | set(objectives.METRICS) | set(objectives.RENAMED_COLUMNS)
+    return [name for name in names if name not in known]
+
+
+def _warn_unknown(names, source: str) -> None:
+    """One line on stderr naming each unknown column, with the closest known names: it is carried through."""
+    unknown = unknown_columns(names)
+    if not unknown:
+        return
+    valid = sorted(objectives.INPUT_COLUMNS)
+    said = ", ".join(f"'{name}'" + (f" ({did_you_mean(name, valid).strip()})" if did_you_mean(name, valid) else "")
+                     for name in unknown)
+    what = "a column the model does not know" if len(unknown) == 1 else f"{len(unknown)} columns the model does not know"
+    print(f"dse evaluate: warning: {source}: {what}, carried through to the output unchanged: {said}", file=sys.stderr)
+
+
 def run(args) -> int:
     cols = read_columns(args.input)
     n = len(next(iter(cols.values()))) if cols else 0
@@ -107,5 +126,6 @@ def run(args) -> int:
         first = next(slices)
         width = len(names or first)
         write_slices(itertools.chain((first,), slices), args.out, metadata=metadata, names=names)
+    _warn_unknown(cols, args.input)  # after the table was accepted: a bad table's answer stays one line
     print(f"wrote {args.out}: {n} designs, {feasible} feasible, {width} columns")
     return 0

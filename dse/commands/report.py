@@ -23,8 +23,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dse.report import write_report
+    from dse.report.buyer import terminal_text
+    from dse.report.data import load_runs
 
     paths = write_report(args.runs, args.out, with_sensitivity=not args.no_sensitivity)
     size = paths["html"].stat().st_size
     print(f"wrote {paths['html']} ({size / 1e6:.2f} MB) and {paths['md']}")
+    runs = load_runs(args.runs)
+    for r in runs:  # the design to buy, why, and the best per GPU (provider, instance), as the page has them
+        print(f"\n{r.name}: " if len(runs) > 1 else "\n", terminal_text(r), sep="")
     return 0

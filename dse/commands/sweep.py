@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
               f"({result.n_admissible} of {result.n_trials} feasible and within the constraints)")
         print(front_text(result.front, objectives, design, mapping))
         _print_why_infeasible(RunStore(result.run_dir))
+        _print_recommendation(result.run_dir)
         print(f"\nresults: {result.run_dir}/ (report.html, report.md, trials/*.parquet, pareto.parquet, run.json, study.journal)")
     if result.status == "stopped":
         print(f"dse sweep: stopped after {result.n_trials} designs; continue with: dse sweep --resume {result.run_dir}",
@@ -105,3 +106,16 @@ def _print_why_infeasible(store: RunStore) -> None:
         print("\nwhy designs were infeasible (numbers as #):")
         for kind, n, example in why:
             print(f"  {n:>7,}  {kind}   e.g. {example}")
+
+
+def _print_recommendation(run_dir) -> None:
+    """The design to buy, why, and the best design per GPU (and provider, instance): dse.report.buyer."""
+    from dse.report.buyer import terminal_text
+    from dse.report.data import load_run
+
+    try:
+        text = terminal_text(load_run(run_dir))
+    except Exception as exc:  # the sweep's results stand without it
+        print(f"dse sweep: recommendation skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return
+    print("\n" + text)

@@ -13,11 +13,15 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import UserError
+from dse.report.knee import RUN_COST
+from dse.report.names import design_names, shared_axes
 from dse.store.pareto import front_table
 
-#: metrics the front table shows beside the objectives (when the run has them)
-TABLE_METRICS = ("time_to_train_days", "tco_usd", "mfu", "hbm_used_gb", "goodput", "power_mw", "step_time_s",
-                 "usd_per_mtok")
+#: metrics the front table shows after the objectives and the costs (capex, run, lifetime: when the run has them)
+TABLE_METRICS = ("time_to_train_days", "mfu", "goodput", "power_mw", "facility_power_peak_mw", "step_time_s",
+                 "hbm_used_gb", "usd_per_mtok")
+#: the cost columns a buyer compares, in order: (label, candidate columns, newest name first)
+COSTS = (("capex", ("capex_usd",)), ("run cost", RUN_COST), ("lifetime cost", ("lifetime_cost_usd",)))
 MAPPING = ("dp", "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage")
 _SHORT = {"micro_batch": "mb", "sequence_parallel": "sp", "zero_stage": "zero", "recompute": "rc"}
 
@@ -138,6 +142,50 @@ def fmt(v: Any) -> str:
             return f"{v:,.0f}"
         return f"{v:.4g}"
     return str(v)
+
+
+def cost_columns(frame, objectives=()) -> list[tuple[str, str]]:
+    """(label, column) of capex, the run's cost and the lifetime cost that ``frame`` has; the run's cost
+    is ``run_cost_usd``, or ``tco_usd`` where the table predates the rename; none that is an objective."""
+    out = []
+    taken = set(objectives)
+    for label, names in COSTS:
+        column = next((c for c in names if c in frame), None)
+        if column is not None and not taken & set(names):
+            out.append((label, column))
+    return out
+
+
+def table_metrics(runs: Sequence[Run]) -> list[str]:
+    """The front table's metric columns: the objectives, then capex, the run's cost and the lifetime cost
+    (``run_cost_usd``, or ``tco_usd`` before the rename; an alias of an objective is left out), then
+    TABLE_METRICS, each where a run has it."""
+    objectives = list(runs[0].objectives)
+    columns = set().union(*(r.front.columns for r in runs))
+    costs = [c for _, c in cost_columns(columns, objectives)]
+    return objectives + costs + [m for m in TABLE_METRICS if m not in objectives and m not in costs and m in columns]
+
+
+def front_names(runs: Sequence[Run]) -> list[list[str]]:
+    """Each run's front designs' names: the axes that vary across every run's front, with units."""
+    fronts = [r.front for r in runs]
+    if not any(len(f) for f in fronts):
+        return [[] for _ in runs]
+    design = list(dict.fromkeys(c for r in runs for c in r.design_columns))
+    names = design_names(pd.concat(fronts, ignore_index=True), design)
+    out, at = [], 0
+    for f in fronts:
+        out.append(names[at:at + len(f)])
+        at += len(f)
+    return out
+
+
+def front_shared(runs: Sequence[Run]) -> str:
+    """What every run's front designs share (the axes their names leave out), as one name; '' if nothing."""
+    fronts = [r.front for r in runs if len(r.front)]
+    if not fronts:
+        return ""
+    return shared_axes(pd.concat(fronts, ignore_index=True), list(dict.fromkeys(c for r in runs for c in r.design_columns)))
 
 
 def design_label(row: Mapping[str, Any], design: list[str]) -> str:

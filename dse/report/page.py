@@ -10,7 +10,21 @@ import pandas as pd
 
 from dse.report import svg
 from dse.report.breakdown import breakdown, colours, is_loss
-from dse.report.data import TABLE_METRICS, Run, design_label, fmt, interval_of, mapping_label, ties, why_infeasible
+from dse.report.buyer import Recommendation, group_kinds, group_table, recommend
+from dse.report.data import (
+    Run,
+    design_label,
+    fmt,
+    front_names,
+    front_shared,
+    interval_of,
+    mapping_label,
+    table_metrics,
+    ties,
+    why_infeasible,
+)
+from dse.report.facets import Facets, facets
+from dse.report.html import Interval, Mark, Money, Tie, table
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
@@ -25,7 +39,11 @@ svg circle[data-tie]{stroke:#e69f00;stroke-width:2.4}td.tie{color:#b35c00;font-w
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{padding:3px 7px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
 th{background:#f3f3f3;cursor:pointer;user-select:none}th.l,td.l{text-align:left}
 th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
-tr:hover td{background:#fff8dc}.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:11px;height:11px;border-radius:6px;margin-right:4px;vertical-align:-1px}
+tr:hover td{background:#fff8dc}.legend span{display:inline-block;margin-right:14px}.legend{margin:2px 0}
+.facet-buttons{margin:4px 0}.facet-buttons button{font:inherit;font-size:12.5px;margin-right:4px;border:1px solid #bbb;
+background:#f6f6f6;border-radius:3px;padding:1px 8px;cursor:pointer}.facet-buttons button.on{background:#222;color:#fff}
+td.rec{font-weight:600}svg .rec-label{font-size:11px;font-weight:600;fill:#000}p.recommend{max-width:1150px}
+th{white-space:normal;vertical-align:bottom;max-width:110px}th.l{max-width:none}.sw{display:inline-block;width:11px;height:11px;border-radius:6px;margin-right:4px;vertical-align:-1px}
 .pos{color:#1a7f37}.neg{color:#b42318}.note{color:#666;font-size:12.5px}.scroll{overflow-x:auto}
 """
 
@@ -40,46 +58,13 @@ document.querySelectorAll('table.sortable').forEach(function(t){
    var nx=parseFloat(x),ny=parseFloat(y),r=(isNaN(nx)||isNaN(ny))?String(x).localeCompare(String(y)):nx-ny;
    return asc?r:-r;});
   rows.forEach(function(r){b.appendChild(r)});});});});
+document.querySelectorAll('.facet-buttons button').forEach(function(b){b.addEventListener('click',function(){
+ var w=b.closest('.facets');w.className=w.className.replace(/\\bby-\\S+/g,'').trim()+' by-'+b.dataset.mode;
+ w.querySelectorAll('.facet-buttons button').forEach(function(o){o.classList.toggle('on',o===b)});});});
 window.addEventListener('load',function(){var m=document.getElementById('render-ms');
  if(m)m.textContent=String(Math.round(performance.now()));});
 })();
 """
-
-
-def _cell(v, left=False) -> str:
-    num = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-    dv = f' data-v="{float(v):.6g}"' if num and np.isfinite(float(v)) else ""
-    return f'<td{dv}{" class=l" if left or not num else ""}>{escape(fmt(v))}</td>'
-
-
-class Interval(float):
-    """A table value with its 80% interval, shown as 'value lo–hi' and sorted by the value."""
-
-    def __new__(cls, value, lo, hi):
-        out = super().__new__(cls, value)
-        out.lo, out.hi = lo, hi
-        return out
-
-
-class Tie(str):
-    """The front designs a design ties with (a table cell, marked)."""
-
-
-def _any_cell(v, left=False) -> str:
-    if isinstance(v, Interval):
-        inner = _cell(float(v))[:-5]  # '<td data-v=..>value' without its '</td>'
-        span = "" if np.isnan(v.lo) and np.isnan(v.hi) else f' <span class="iv">{escape(fmt(v.lo))}–{escape(fmt(v.hi))}</span>'
-        return f"{inner}{span}</td>"
-    if isinstance(v, Tie):
-        return f'<td class="l tie">{escape(str(v))}</td>' if v else '<td class="l"></td>'
-    return _cell(v, left)
-
-
-def _table(header: list[str], rows: list[list], row_class: str, left: int = 0) -> str:
-    head = "".join(f'<th{" class=l" if i < left else ""}>{escape(h)}</th>' for i, h in enumerate(header))
-    body = "".join(f'<tr class="{row_class}">' + "".join(_any_cell(v, i < left) for i, v in enumerate(r)) + "</tr>"
-                   for r in rows)
-    return f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _hover(row, run: Run, objectives) -> str:
@@ -93,7 +78,11 @@ def _hover(row, run: Run, objectives) -> str:
     return "\n".join(parts)
 
 
-def front_panels(runs: list[Run]) -> str:
+def front_panels(runs: list[Run], fac: Facets | None = None, recs: list[Recommendation | None] | None = None) -> str:
+    """The front's panels, points coloured by ``fac`` (default: :func:`~dse.report.facets.facets` of the
+    runs), each run's recommended design ringed (default: :func:`~dse.report.buyer.recommend`)."""
+    fac = fac if fac is not None else facets(runs)
+    recs = recs if recs is not None else [recommend(r) for r in runs]
     objectives = runs[0].objectives
     names = list(objectives)
     pairs = list(itertools.combinations(names, 2)) if len(names) > 2 else [tuple(names[:2])]
@@ -114,8 +103,12 @@ def front_panels(runs: list[Run]) -> str:
         if on_front.any():
             tied = {int(trial) for trial, others in zip(run.front["trial"], ties(run.front, names)) if others}
             tie = t["trial"].isin(tied).to_numpy()
-        series_of.append(dict(label=run.name, colour=svg.PALETTE[k % len(svg.PALETTE)], kind=kind, title=titles,
-                              frame=t, tie=tie))
+        one = dict(label=run.name, colour=svg.PALETTE[k % len(svg.PALETTE)], kind=kind, title=titles, frame=t, tie=tie,
+                   attrs=fac.attributes(k))
+        rec = recs[k]
+        if rec is not None and "trial" in t.columns and "trial" in rec.row:
+            one.update(rec=(t["trial"] == rec.row["trial"]).to_numpy(), rec_title=f"recommended: {rec.name}")
+        series_of.append(one)
     out = []
     for xn, yn in pairs:
         series = []
@@ -128,32 +121,73 @@ def front_panels(runs: list[Run]) -> str:
             series.append(one)
         out.append(svg.scatter(f"{xn} ({objectives[xn]})", f"{yn} ({objectives[yn]})", series,
                                connect=len(names) == 2, size=(760, 430) if len(pairs) == 1 else (svg.W, svg.H)))
-    legend = "".join(f'<span><i class="sw" style="background:{s["colour"]}"></i>{escape(s["label"])} '
-                     f'(front {int((s["kind"] == "front").sum())} of {len(s["kind"])} designs)</span>'
-                     for s in series_of)
+    legend = fac.legends(runs, [s["colour"] for s in series_of])
     bars = any(interval_of(runs[0].front, m) is not None for m in names)
     note = ("; whiskers: the front designs' 80% prediction intervals (objectives.intervals); orange ring: a tie, "
             "its intervals overlap another front design's on every objective") if bars else ""
-    return (f'<div class="legend">{legend}<span class="note">large: Pareto front; small: dominated; grey: infeasible '
-            f'or outside the constraints; hover a point for its design and mapping{note}</span></div>'
-            f'<div class="panels">{"".join(out)}</div>')
+    return (f'<div class="facets by-{fac.default}">{legend}<p class="note">large: Pareto front; small: dominated; grey: '
+            f'infeasible or outside the constraints; black ring: the recommended design; hover a point for its design '
+            f'and mapping{note}</p><div class="panels">{"".join(out)}</div></div>')
 
 
-def front_table(runs: list[Run]) -> str:
+def recommended_section(runs: list[Run], recs: list[Recommendation | None]) -> str:
+    """The design to buy and why (each run), and the best design of each GPU, provider and instance."""
+    out = []
+    for run, rec in zip(runs, recs):
+        head = f"<h3>{escape(run.name)}</h3>" if len(runs) > 1 else ""
+        if rec is None:
+            out.append(f'{head}<p class="note">No feasible design within the constraints: nothing to recommend.</p>')
+            continue
+        where = f"#{rec.position} " if rec.position else ""
+        out.append(f'{head}<p class="recommend" id="recommended-{escape(run.name, quote=True)}"><b>Recommended: '
+                   f'{where}{escape(rec.name)}</b>. {escape(rec.text)}</p>')
+        for kind in group_kinds(run.trials):
+            header, rows, shared = group_table(run, kind)
+            dollars = {i for i, h in enumerate(header) if h.endswith("_usd") or h in ("capex", "run cost",
+                                                                                        "lifetime cost")}
+            rows = [[Money(v) if i in dollars and isinstance(v, (int, float, np.number)) else v for i, v in enumerate(r)]
+                    for r in rows]
+            caption = f'<p class="note">Each best design has {escape(shared)}.</p>' if shared else ""
+            out.append(f"<h3>Best design per {escape(kind)}{f' ({escape(run.name)})' if len(runs) > 1 else ''}</h3>"
+                       + caption + table(header, rows, f"best-{kind}-row", left=2, titles=_titles(header)))
+    return "".join(out)
+
+
+def _titles(header: list[str]) -> list[str]:
+    """A tooltip per table header: the metric's unit and meaning (objectives.METRICS)."""
+    try:
+        import objectives
+
+        metrics = objectives.METRICS
+    except ImportError:
+        metrics = {}
+    return [metrics.get(h, "") for h in header]
+
+
+def front_table(runs: list[Run], recs: list[Recommendation | None] | None = None) -> str:
+    """The sortable table of the front designs: name, objectives with intervals, costs, metrics, ties."""
+    recs = recs if recs is not None else [recommend(r) for r in runs]
     objectives = list(runs[0].objectives)
-    design = list(dict.fromkeys(c for r in runs for c in r.design_columns))
-    metrics = objectives + [m for m in TABLE_METRICS if m not in objectives and any(m in r.front for r in runs)]
+    metrics = table_metrics(runs)
     multi = len(runs) > 1
-    header = (["run"] if multi else []) + ["#"] + design + ["mapping"] + metrics + ["tie with"]
+    header = (["run"] if multi else []) + ["#", "design"] + metrics + ["tie with"]
     rows = []
-    for run in runs:
+    for run, names, rec in zip(runs, front_names(runs), recs):
         tied = ties(run.front, objectives)
         for i, r in enumerate(run.front.to_dict("records"), start=1):
-            cells = [Interval(r[m], r[f"{m}_lo"], r[f"{m}_hi"]) if f"{m}_lo" in r and f"{m}_hi" in r
-                     and isinstance(r.get(m), (int, float, np.number)) else r.get(m, np.nan) for m in metrics]
-            rows.append(([run.name] if multi else []) + [i] + [r.get(c, "") for c in design] + [mapping_label(r)]
-                        + cells + [Tie(", ".join(f"#{j}" for j in tied[i - 1]))])
-    return _table(header, rows, "front-row", left=(1 if multi else 0) + 1 + len(design) + 1)
+            cells = []
+            for m in metrics:
+                v = r.get(m, np.nan)
+                number = isinstance(v, (int, float, np.number))
+                if number and m in objectives and f"{m}_lo" in r and f"{m}_hi" in r:  # intervals: objectives only
+                    v = Interval(v, r[f"{m}_lo"], r[f"{m}_hi"], dollars=m.endswith("_usd"))
+                elif number and m.endswith("_usd"):
+                    v = Money(v)
+                cells.append(v)
+            name = Mark(names[i - 1]) if rec is not None and rec.position == i else names[i - 1]
+            rows.append(([run.name] if multi else []) + [i, name] + cells
+                        + [Tie(", ".join(f"#{j}" for j in tied[i - 1]))])
+    return table(header, rows, "front-row", left=(1 if multi else 0) + 2, titles=_titles(header), cls="front")
 
 
 def infeasible_section(runs: list[Run]) -> str:
@@ -163,18 +197,18 @@ def infeasible_section(runs: list[Run]) -> str:
         why = why_infeasible(run.trials)
         if why:
             head = f"<h3>{escape(run.name)}</h3>" if len(runs) > 1 else ""
-            out.append(head + _table(["designs", "reason", "example"], [[n, kind, ex] for kind, n, ex in why],
+            out.append(head + table(["designs", "reason", "example"], [[n, kind, ex] for kind, n, ex in why],
                                      "why-row", left=3))
     return "".join(out) or '<p class="note">Every design was feasible and within the constraints.</p>'
 
 
 def breakdown_section(runs: list[Run]) -> str:
     out = []
-    for run in runs:
+    for run, names in zip(runs, front_names(runs)):
         if run.front.empty:
             continue
         parts = breakdown(run.front)
-        labels = [f"{i}. {design_label(r, run.design_columns)}" for i, r in enumerate(run.front.to_dict("records"), 1)]
+        labels = [f"{i}. {name}" for i, name in enumerate(names, 1)]
         step = [c for c in parts.columns if not is_loss(c)]
         loss = [c for c in parts.columns if is_loss(c)]
         cols = {c: parts[c].to_numpy() for c in step + loss}
@@ -191,16 +225,17 @@ def sensitivity_section(run: Run, ranked: pd.DataFrame, sens: pd.DataFrame) -> s
         ["mean gain %", "best design gain %"]
     rows = [[i, name, r["what"]] + [r[m] for m in metrics] + [r["mean"], r["best_on_front"]]
             for i, (name, r) in enumerate(ranked.iterrows(), start=1)]
-    table = _table(header, rows, "sens-row", left=3)
+    ranking = table(header, rows, "sens-row", left=3)
     per = sens.pivot_table(index="design", columns="change", values=metrics[0], sort=False)
     per = per[[c for c in ranked.index if c in per.columns]]
     dheader = ["#", "design"] + [f"{c}" for c in per.columns]
-    drows = [[i + 1, design_label(run.front.iloc[i], run.design_columns)] + list(per.loc[i]) for i in per.index]
-    return (f"{table}<p class='note'>Gain: how much better each objective gets (percent; positive is better) when "
+    names = front_names([run])[0]
+    drows = [[i + 1, names[i]] + list(per.loc[i]) for i in per.index]
+    return (f"{ranking}<p class='note'>Gain: how much better each objective gets (percent; positive is better) when "
             f"one hardware parameter of every front design improves by 10%, its mapping searched again. "
             f"Median over the {len(run.front)} front designs; ranked by the mean over the objectives.</p>"
             f"<details><summary>per design: {escape(metrics[0])} gain %</summary>"
-            f"{_table(dheader, drows, 'sens-design-row', left=2)}</details>")
+            f"{table(dheader, drows, 'sens-design-row', left=2)}</details>")
 
 
 def page(runs: list[Run], ranked: pd.DataFrame, sens: pd.DataFrame, title: str) -> str:
@@ -214,17 +249,22 @@ def page(runs: list[Run], ranked: pd.DataFrame, sens: pd.DataFrame, title: str) 
         f"(status {escape(str(r.info.get('status', '?')))}, seed {escape(str(r.info.get('seed', '?')))}, "
         f"commit {escape(str(r.info.get('git_commit') or '?')[:10])})</li>" for r in runs)
     sens_title = "Sensitivity: which hardware change pays most" + (f" ({escape(first.name)})" if len(runs) > 1 else "")
+    fac = facets(runs)
+    recs = [recommend(r) for r in runs]
+    common = front_shared(runs)
+    shared = f" (every front design has <b>{escape(common)}</b>)" if common else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>{escape(title)}</title><style>{CSS}</style></head><body>
+<title>{escape(title)}</title><style>{CSS}{fac.css()}</style></head><body>
 <h1>{escape(title)}</h1>
 <p class="meta">Objectives: {escape(objs)}.</p><ul class="meta">{runs_meta}</ul>
-<h2 id="front">Pareto front</h2>{front_panels(runs)}
-<h2 id="table">Front designs</h2><p class="note">Click a column to sort. Grey: the 80% prediction interval
+<h2 id="front">Pareto front</h2>{front_panels(runs, fac, recs)}
+<h2 id="recommended">Recommended design</h2>{recommended_section(runs, recs)}
+<h2 id="table">Front designs</h2><p class="note">Each design is named by the axes that vary across the front{shared}; &#9733;: the recommended design. Click a column to sort. Grey: the 80% prediction interval
 (objectives.intervals: the model's error on published runs it was not fitted to, wider for a stack, GPU generation
 or MoE it is less sure of and for designs far from every validated run). "tie with": front designs whose
 intervals overlap this one's on every objective; the published evidence cannot order them. Two designs on one
-stack and GPU share much of their error, so the intervals overstate how uncertain their order is.</p>{front_table(runs)}
+stack and GPU share much of their error, so the intervals overstate how uncertain their order is.</p>{front_table(runs, recs)}
 <h2 id="infeasible">Why designs were infeasible</h2>
 <p class="note">Designs the model marked infeasible, by the first constraint each breaks (numbers as #), and the
 designs a constraint of the space excludes.</p>{infeasible_section(runs)}

@@ -9,13 +9,19 @@ import numpy as np
 import pandas as pd
 
 from dse.report.breakdown import breakdown, colours
-from dse.report.data import TABLE_METRICS, Run, design_label, fmt, interval_of, mapping_label, why_infeasible
+from dse.report.buyer import group_kinds, group_table, recommend
+from dse.report.data import Run, fmt, front_names, front_shared, interval_of, table_metrics, why_infeasible
+from dse.report.facets import facets
+from dse.report.names import money
 from dse.report.svg import PALETTE
 
 
 def _md_table(header: list[str], rows: list[list]) -> str:
+    """A Markdown table; a column whose header names dollars (``_usd``, capex, run or lifetime cost) reads $21.7M."""
+    dollars = {i for i, h in enumerate(header) if h.endswith("_usd") or h in ("capex", "run cost", "lifetime cost")}
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    lines += ["| " + " | ".join(money(v) if i in dollars and not isinstance(v, str) else fmt(v)
+                                for i, v in enumerate(r)) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -39,6 +45,8 @@ def figures(runs: list[Run], out: Path, stem: str) -> dict[str, str]:
     from matplotlib.figure import Figure  # no pyplot: no backend, no global state, faster to import
 
     files = {}
+    fac = facets(runs)
+    recs = [recommend(r) for r in runs]
     names = list(runs[0].objectives)
     pairs = list(itertools.combinations(names, 2)) if len(names) > 2 else [tuple(names[:2])]
     if len(names) >= 2:
@@ -51,10 +59,27 @@ def figures(runs: list[Run], out: Path, stem: str) -> dict[str, str]:
                 ok = t["admissible"].to_numpy(dtype=bool)
                 tx, ty = _plain(t[xn]), _plain(t[yn])
                 ax.scatter(tx[~ok], ty[~ok], s=4, c="#bbbbbb", alpha=0.3, linewidths=0)
-                ax.scatter(tx[ok], ty[ok], s=5, color=c, alpha=0.2, linewidths=0)
                 f = run.front.sort_values(xn)
                 fx, fy = _plain(f[xn]), _plain(f[yn])
-                ax.scatter(fx, fy, s=28, color=c, edgecolors="k", linewidths=0.6, label=f"{run.name} front", zorder=3)
+                if fac.default == "run":
+                    ax.scatter(tx[ok], ty[ok], s=5, color=c, alpha=0.2, linewidths=0)
+                    ax.scatter(fx, fy, s=28, color=c, edgecolors="k", linewidths=0.6, label=f"{run.name} front", zorder=3)
+                else:  # one run: coloured by GPU (the page's default kind), as the page's legend says
+                    codes, fcodes = fac.codes[k][fac.default], fac.front_codes[k][fac.default][f.index.to_numpy()]
+                    for code, value in enumerate(fac.values[fac.default]):
+                        colour = fac.colour(fac.default, code)
+                        sel = ok & (codes == code)
+                        none = not (fcodes == code).any() and sel.any()
+                        ax.scatter(tx[sel], ty[sel], s=5, color=colour, alpha=0.25, linewidths=0,
+                                   label=f"{value} (none on the front)" if none else None)
+                        if (fcodes == code).any():
+                            ax.scatter(fx[fcodes == code], fy[fcodes == code], s=28, color=colour, edgecolors="k",
+                                       linewidths=0.6, label=f"{value} front", zorder=3)
+                    c = "#555555"
+                rec = recs[k]
+                if rec is not None and np.isfinite(float(rec.row[xn])) and np.isfinite(float(rec.row[yn])):
+                    ax.scatter([float(rec.row[xn])], [float(rec.row[yn])], s=160, facecolors="none", edgecolors="k",
+                               linewidths=1.6, zorder=4, label="recommended" if k == 0 else None)
                 err = {k: _whiskers(f, name, v) for k, name, v in (("xerr", xn, fx), ("yerr", yn, fy))}
                 if any(e is not None for e in err.values()):  # the 80% prediction intervals
                     ax.errorbar(fx, fy, **err, fmt="none", ecolor=c, elinewidth=0.8, alpha=0.6, zorder=2)
@@ -69,7 +94,7 @@ def figures(runs: list[Run], out: Path, stem: str) -> dict[str, str]:
             ax.set_ylabel(f"{yn} ({runs[0].objectives[yn]})")
             ax.grid(alpha=0.3)
         axes[0][0].legend(fontsize=8)
-        fig.subplots_adjust(left=0.1 / len(pairs) + 0.02, right=0.98, bottom=0.13, top=0.96, wspace=0.3)
+        fig.subplots_adjust(left=0.15 / len(pairs) + 0.02, right=0.98, bottom=0.13, top=0.96, wspace=0.3)
         files["front"] = f"{stem}-front.png"
         fig.savefig(out / files["front"], dpi=110)
     bars = [(run, breakdown(run.front)) for run in runs if not run.front.empty]
@@ -80,16 +105,15 @@ def figures(runs: list[Run], out: Path, stem: str) -> dict[str, str]:
         labels, y = [], 0
         col = colours()
         seen = set()
-        for run, parts in bars:
-            for i, r in enumerate(run.front.to_dict("records")):
+        for (run, parts), shown in zip(bars, front_names([run for run, _ in bars])):
+            for i in range(len(run.front)):
                 left = 0.0
                 for name in parts.columns:
                     v = float(np.nan_to_num(_plain(parts[name].iloc[i]), nan=0.0))
                     ax.barh(y, v, left=left, color=col.get(name, "#999"), label=None if name in seen else name)
                     seen.add(name)
                     left += v
-                labels.append((f"{run.name}: " if len(runs) > 1 else "") + f"{i + 1}. "
-                              + design_label(r, run.design_columns))
+                labels.append((f"{run.name}: " if len(runs) > 1 else "") + f"{i + 1}. " + shown[i])
                 y += 1
         ax.set_yticks(range(n), labels, fontsize=7)
         ax.invert_yaxis()
@@ -104,12 +128,13 @@ def figures(runs: list[Run], out: Path, stem: str) -> dict[str, str]:
 
 def markdown(runs: list[Run], ranked: pd.DataFrame | None, files: dict[str, str], title: str, html_name: str) -> str:
     objectives = list(runs[0].objectives)
-    design = list(dict.fromkeys(c for r in runs for c in r.design_columns))
-    metrics = objectives + [m for m in TABLE_METRICS if m not in objectives and any(m in r.front for r in runs)]
+    metrics = table_metrics(runs)
     multi = len(runs) > 1
-    rows = [([run.name] if multi else []) + [i] + [r.get(c, "") for c in design] + [mapping_label(r)]
+    recs = [recommend(r) for r in runs]
+    rows = [([run.name] if multi else []) + [i] + [("★ " if rec is not None and rec.position == i else "") + names[i - 1]]
             + [r.get(m, np.nan) for m in metrics]
-            for run in runs for i, r in enumerate(run.front.to_dict("records"), start=1)]
+            for run, names, rec in zip(runs, front_names(runs), recs)
+            for i, r in enumerate(run.front.to_dict("records"), start=1)]
     parts = [f"# {title}", "",
              "Objectives: " + ", ".join(f"`{m}` ({d})" for m, d in runs[0].objectives.items())
              + f". Interactive version: `{html_name}`.", ""]
@@ -119,7 +144,21 @@ def markdown(runs: list[Run], ranked: pd.DataFrame | None, files: dict[str, str]
     parts += ["", "## Pareto front", ""]
     if "front" in files:
         parts += [f"![Pareto front]({files['front']})", ""]
-    parts += [_md_table((["run"] if multi else []) + ["#"] + design + ["mapping"] + metrics, rows), ""]
+    parts += ["## Recommended design", ""]
+    for run, rec in zip(runs, recs):
+        if rec is None:
+            parts += [f"{run.name}: no feasible design within the constraints.", ""]
+            continue
+        where = f"#{rec.position} " if rec.position else ""
+        parts += [f"**{run.name + ': ' if multi else ''}Recommended: {where}{rec.name}**. {rec.text}", ""]
+        for kind in group_kinds(run.trials):
+            header, grows, shared = group_table(run, kind)
+            parts += [f"Best design per {kind}{f' ({run.name})' if multi else ''}"
+                      f"{f' (each has {shared})' if shared else ''}:", "", _md_table(header, grows), ""]
+    common = front_shared(runs)
+    parts += ["## Front designs", "", "Each design is named by the axes that vary across the front"
+              + (f" (every front design has {common})" if common else "") + "; ★: the recommended design.", "",
+              _md_table((["run"] if multi else []) + ["#", "design"] + metrics, rows), ""]
     for run in runs:
         why = why_infeasible(run.trials)
         if why:

@@ -106,10 +106,27 @@ def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, si
             if layer == "front":
                 out.append(_error_bars(ax, ay, s, m, px, py, (ML, W - MR), (MT, H - MB)))
             tie = np.where(np.asarray(s.get("tie", np.zeros(len(m), dtype=bool)), dtype=bool)[m], ' data-tie="1"', "")
+            extra = tie.astype(object)
+            for kind, codes in s.get("attrs", {}).items():  # the point's groups (dse.report.facets)
+                extra = extra + np.char.mod(f' data-{kind}="%d"', np.asarray(codes)[m]).astype(object)
             out.extend(f'<circle class="{layer}"{t_} cx="{x:.1f}" cy="{y:.1f}" r="{r}"><title>{escape(t)}</title></circle>'
-                       for x, y, t, t_ in zip(px, py, titles, tie))
+                       for x, y, t, t_ in zip(px, py, titles, extra))
             out.append("</g>")
+            if layer == "front" and "rec" in s:
+                out.append(_recommended(px, py, np.asarray(s["rec"], dtype=bool)[m], s.get("rec_title", ""), W - MR))
     out.append("</svg>")
+    return "".join(out)
+
+
+def _recommended(px, py, rec: np.ndarray, title: str, right: float) -> str:
+    """A ring and a label around the recommended design's point (a path, so every <circle> stays a design)."""
+    out = []
+    for x, y in zip(px[rec], py[rec]):
+        r = 9.0
+        tx, anchor = (x + r + 3, "start") if x < right - 90 else (x - r - 3, "end")
+        out.append(f'<g class="rec"><path d="M{x - r:.1f} {y:.1f}a{r} {r} 0 1 0 {2 * r} 0a{r} {r} 0 1 0 {-2 * r} 0" '
+                   f'fill="none" stroke="#000" stroke-width="2"><title>{escape(title)}</title></path>'
+                   f'<text x="{tx:.1f}" y="{y - r:.1f}" class="rec-label" text-anchor="{anchor}">recommended</text></g>')
     return "".join(out)
 
 
@@ -137,8 +154,10 @@ def stacked_bars(labels: list[str], parts: dict[str, np.ndarray], colours: dict[
     """Horizontal stacked bars, one per label; ``parts``: part name -> values (one per label)."""
     n = len(labels)
     parts = {k: np.where(_placeable(v) & (np.asarray(v, dtype=np.float64) > 0), v, 0.0) for k, v in parts.items()}
-    bh, gap, left, right = 18, 6, 250, 20
-    width = 820
+    longest = max((len(lab) for lab in labels), default=0)
+    bh, gap, right = 18, 6, 60  # room right of the longest bar for its total
+    left = int(min(620, max(250, 6.4 * longest + 14)))  # room for the longest design name (11 px text)
+    width = left + 610
     height = MT + n * (bh + gap) + 40
     totals = np.sum(list(parts.values()), axis=0) if parts else np.zeros(n)
     top = float(np.max(totals)) if n and np.max(totals) > 0 else 1.0

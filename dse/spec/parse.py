@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from dse.errors import UserError
+from dse.errors import UserError, did_you_mean
 from dse.spec.schema import (
     DEFAULT_SEARCH,
     RANGE_KEYS,
@@ -83,7 +83,10 @@ class _Checker:
             self.fail(path, f"'{name}' {vocab.renamed_columns[name]}")
         if name in vocab.metrics:
             self.fail(path, f"'{name}' is a metric (an output of the model), not an input column")
-        self.fail(path, f"unknown column '{name}'; valid: {_short_list(sorted(vocab.input_columns))}")
+        names = set(vocab.input_columns) | (set(vocab.metrics) if metrics_too else set())
+        self.fail(path, f"unknown column '{name}'; {did_you_mean(name, names)}valid: "
+                        f"{_short_list(sorted(vocab.input_columns))}"
+                        + ("; or a metric: dse catalog metrics" if metrics_too else ""))
 
     def value(self, column: str, value, path: str):
         """One value of ``column``: a catalog id, a label or a number."""
@@ -321,7 +324,9 @@ def _parse_objectives(ck: _Checker, raw) -> list[Objective]:
         if isinstance(metric, str) and metric in ck.vocab.renamed_columns:
             ck.fail(f"{path}.metric", f"'{metric}' {ck.vocab.renamed_columns[metric]}")
         if not isinstance(metric, str) or metric not in ck.vocab.metrics:
-            ck.fail(f"{path}.metric", f"'{metric}' is not a metric column; valid: {_short_list(sorted(_objective_metrics(ck.vocab)))}")
+            valid = sorted(_objective_metrics(ck.vocab))
+            ck.fail(f"{path}.metric", f"'{metric}' is not a metric column; {did_you_mean(metric, valid)}"
+                                      f"valid: {_short_list(valid)} (dse catalog metrics)")
         if direction not in ("min", "max"):
             ck.fail(f"{path}.direction", f"'{direction}' is not valid; valid: min, max")
         if any(o.metric == metric for o in out):
