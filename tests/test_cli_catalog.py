@@ -58,18 +58,18 @@ def test_catalog_networks_and_storage(what, first, capsys):
 def test_catalog_instances_and_metrics(capsys):
     assert main(["catalog", "instances"]) == 0
     out = capsys.readouterr().out
-    if callable(getattr(catalog, "instances", None)):
-        ids = sorted(catalog.instances())
-        assert [ln.split()[0] for ln in out.splitlines()[3:]] == ids
-    else:  # an objectives without the instances catalog: said, not failed
-        assert out.strip() == f"objectives {objectives.__version__} has no instances catalog " \
-                              "(objectives/catalog/instances.yaml)"
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[3:]}
+    assert sorted(rows) == sorted(catalog.instances())
+    # p5en (cloud-instances.csv): 8 H200, EFA at 3,200 Gbit/s per instance, $7.912 on demand, $2.975 3-year
+    assert rows["aws-p5en.48xlarge"][1:11] == ["h200-sxm", "8", "8", "400", "efa", "7.91", "–", "2.98", "–", "–"]
+    # AWS Capacity Blocks (the spot column on AWS) hold at most 2,048 GPUs; on demand states no limit
+    assert rows["aws-p5.48xlarge"][-2:] == ["–", "2,048"]
     assert main(["catalog", "metrics"]) == 0
     out = capsys.readouterr().out
     rows = {ln.split()[0]: ln for ln in out.splitlines()[3:]}
     assert set(rows) == set(objectives.METRICS)
     assert re.match(r"time_to_train_days\s+days\s+\S", rows["time_to_train_days"])
-    assert re.match(r"power_mw\s+MW\s+facility power", rows["power_mw"])
+    assert re.match(r"power_mw\s+MW\s+average facility power at training load", rows["power_mw"])
 
 
 def test_catalog_without_an_argument_names_every_catalog(capsys):

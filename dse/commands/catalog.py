@@ -30,6 +30,11 @@ KEY_FIELDS: dict[str, list[tuple[str, str]]] = {
     "storage": [("storage_unit_tb", "unit TB"), ("storage_unit_read_gbyte_s", "read GB/s"),
                 ("storage_unit_write_gbyte_s", "write GB/s"), ("storage_unit_usd", "unit $"),
                 ("storage_unit_w", "unit W"), ("storage_cloud_usd_per_tb_month", "cloud $/TB-month")],
+    "instances": [("gpu", "gpu"), ("instance_gpus", "GPUs"), ("scaleup_size", "NVLink domain"),
+                  ("nic_gbit_s", "scale-out Gbit/s per GPU"), ("fabric", "fabric"),
+                  ("usd.on_demand", "on-demand $/GPU-h"), ("usd.reserved_1y", "1y $/GPU-h"),
+                  ("usd.reserved_3y", "3y $/GPU-h"), ("usd.spot", "spot $/GPU-h"), ("largest_gpus", "largest GPUs"),
+                  ("largest_spot_gpus", "largest spot GPUs")],
 }
 CATALOGS = ("gpus", "models", "networks", "storage", "instances", "metrics")
 
@@ -51,7 +56,16 @@ def _entries(what: str) -> dict[str, dict] | None:
                                "instances": "instances"}[what], None)
     if not callable(getter):
         return None
-    return {k: _flat(v) for k, v in sorted(getter().items())}
+    entries = {k: _flat(v) for k, v in sorted(getter().items())}
+    if what == "instances":  # prices and the largest rental by pricing kind; the line rate as a network engineer reads it
+        from objectives.catalog.instances import PRICINGS as pricings
+        for k, e in entries.items():
+            raw = getter()[k]
+            e.update({f"usd.{p}": raw["prices"][j] for j, p in enumerate(pricings)})
+            e["nic_gbit_s"] = raw["nic_gbyte_s"] * 8.0
+            e["largest_gpus"] = float(raw["max_gpus"][pricings.index("on_demand")])
+            e["largest_spot_gpus"] = float(raw["max_gpus"][pricings.index("spot")])
+    return entries
 
 
 def _flat(entry) -> dict:
@@ -89,11 +103,13 @@ def _models() -> dict[str, dict]:
 def _cell(field: str, v) -> str:
     if isinstance(v, str):
         return v
+    if v is None:  # not published (an instance's fabric)
+        return "–"
     try:
         v = float(v)
     except (TypeError, ValueError):
         return str(v)
-    if v != v:  # NaN: the catalog has no such number (a GPU without fp8)
+    if v != v or v == float("inf"):  # NaN: the catalog has no such number (a GPU without fp8); inf: no limit stated
         return "–"
     if field == "net_hop_latency_s":
         v *= 1e6
