@@ -209,9 +209,6 @@ DEEPSEEK_MEMORY = {
     ("b200", 1, 8, 2, 32): "recompute of whole MLPs (recompute_modules mla_up_proj, mlp)",
     ("h100-sxm", 2, 8, 4, 64): "recompute of whole MLPs (recompute_modules mla_up_proj, mlp)",
 }
-# DeepSeek-V3's describable runs (pp 16 on B200: runs 221, 344) wait for objectives/fit.py to hold the factors no
-# held-in run informs at their start (training_runs.md, Exclusions); False includes them
-HOLD_BACK_DEEPSEEK = True
 ARCH_EXTRAS = {
     "deepseek-v3": dict(q_lora_rank="1536", kv_lora_rank="512", qk_rope_dim="64", qk_nope_dim="128", v_head_dim="128",
                         moe_shared_experts="1", moe_dense_layers="3", dense_d_ff="18432"),
@@ -411,10 +408,6 @@ def build(rows):
         if fam == "deepseek-v3" and (o["gpu"], tp, pp, vp, ep) in DEEPSEEK_MEMORY:
             reason = ("DeepSeek-V3 memory savings not describable: on this mapping its Megatron-Bridge recipe fits "
                       f"only with {DEEPSEEK_MEMORY[(o['gpu'], tp, pp, vp, ep)]}")
-        elif fam == "deepseek-v3" and HOLD_BACK_DEEPSEEK:
-            reason = ("DeepSeek-V3 held back: describable (pp 16, the MTP off the critical path), but adding a run "
-                      "regenerates the leave-one-source-out residuals, and objectives/fit.py lets a factor no held-in "
-                      "run informs drift to a bound (training_runs.md, Exclusions)")
         elif fam == "gpt-oss":
             reason = ("gpt-oss attention sinks not describable: a learned softmax offset per head, which Transformer "
                       "Engine runs on its own attention path (softmax_type learnable; context parallelism only as a2a); "
