@@ -21,7 +21,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("problem", ("dse.problem",)),
     ("study", ("dse.study",)),
     ("cluster", ("dse.cluster",)),
-    ("store", ("dse.store", "dse.parquet", "dse.arrow", "dse.tables")),
+    ("store", ("dse.store", "dse.parquet", "dse.arrow", "dse.tables", "dse.train_logs")),
     ("report", ("dse.report",)),
     ("sweep", ("dse.sweep",)),
     ("command", ("dse.commands", "dse.cli")),

@@ -15,6 +15,7 @@ COMMANDS = {
     "sweep": "dse.commands.sweep",
     "report": "dse.commands.report",
     "catalog": "dse.commands.catalog",
+    "calibrate": "dse.commands.calibrate",
 }
 
 

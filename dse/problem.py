@@ -28,7 +28,7 @@ from dse.space import Space
 from dse.spec import Spec
 
 __all__ = ["Problem", "Outcome", "ScoreFn", "MODEL_CONSTRAINT", "score_with_mapping_search", "default_scorer",
-           "model_errors"]
+           "calibration_of", "model_errors"]
 
 #: a scoring function: design table -> result table (one row per input row)
 ScoreFn = Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
@@ -37,19 +37,35 @@ ScoreFn = Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
 MODEL_CONSTRAINT = "model"
 
 
-def score_with_mapping_search(table: Mapping[str, Any], choices: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
-    """Score designs with their best feasible mapping (``objectives.search_mapping``); runs on the actors."""
+def score_with_mapping_search(table: Mapping[str, Any], choices: Mapping[str, Any] | None = None,
+                              cal=None) -> dict[str, np.ndarray]:
+    """Score designs with their best feasible mapping (``objectives.search_mapping``) under calibration ``cal``
+    (None: the shipped one); runs on the actors."""
     import objectives
 
-    return objectives.search_mapping(table, choices=dict(choices) if choices else None)
+    return objectives.search_mapping(table, choices=dict(choices) if choices else None, cal=cal)
+
+
+def calibration_of(spec: Spec):
+    """The space's ``calibration:`` file as objectives.Calibration (None: the shipped calibration)."""
+    if not spec.calibration:
+        return None
+    from objectives import InputError
+    from objectives.calibration import Calibration
+
+    try:
+        return Calibration.read(spec.calibration)
+    except InputError as exc:
+        raise UserError(str(exc), where=f"{spec.source}: calibration") from None
 
 
 def default_scorer(space: Space) -> ScoreFn:
-    """The production scoring function of a space: mapping search over the space's mapping choices."""
+    """The production scoring function of a space: mapping search over the space's mapping choices, under
+    the space's calibration (it travels to the actors with the function)."""
     import objectives
 
     choices = space.mapping_choices(objectives.DEFAULT_CHOICES) if space.spec.mapping else None
-    return functools.partial(score_with_mapping_search, choices=choices)
+    return functools.partial(score_with_mapping_search, choices=choices, cal=calibration_of(space.spec))
 
 
 @dataclass

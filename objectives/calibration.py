@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -124,6 +125,8 @@ def trait(name: str):
     return np.array([getattr(TRAITS[s], name) for s in STACKS], dtype=np.float64)
 
 
+#: the fitted factors that have one value per stack
+PER_STACK = ("attn_kernel_scale", "kernel_overhead_s")
 FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "moe_expert_overhead_s", "tp_comm_exposed",
           "ep_comm_exposed", "gemm_n_half")
 
@@ -143,6 +146,9 @@ class Calibration:
     scaleout_latency_s: float = 10e-6
     hbm_reserved_gb: float = 2.0
     hbm_usable_frac: float = 0.95
+    #: the prediction intervals' parameters for designs under this calibration (objectives.intervals; a
+    #: calibration file of ``dse calibrate`` carries its own); None: the shipped catalog/intervals.json
+    interval_params: dict | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def replace(self, **changes) -> Calibration:
         return dataclasses.replace(self, **changes)
@@ -158,6 +164,44 @@ class Calibration:
             fitted = json.loads(path.read_text())["fitted"] if path.exists() else {}
             _CACHE[key] = cls(**{k: (tuple(v) if isinstance(v, list) else float(v)) for k, v in fitted.items() if k in FITTED})
         return _CACHE[key]
+
+
+    @classmethod
+    def read(cls, path) -> Calibration:
+        """A calibration file (``dse calibrate``'s, or one written by hand): its ``fitted`` factors, the
+        shipped value for a factor it leaves out, and its ``intervals`` if it has them. A file that is not
+        one is an InputError of one line naming the file and the key."""
+        from objectives.table import InputError  # (objectives.table imports this module)
+
+        where = str(path)
+        try:
+            record = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise InputError(f"{where}: cannot read the calibration file ({exc.strerror or exc})") from None
+        except ValueError as exc:
+            raise InputError(f"{where}: not a calibration file: not valid JSON ({exc})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("fitted"), dict):
+            raise InputError(f"{where}: not a calibration file: no 'fitted' object of factors "
+                             f"(valid factors: {', '.join(FITTED)})")
+        values = {}
+        for key, value in record["fitted"].items():
+            if key not in FITTED:
+                raise InputError(f"{where}: key 'fitted.{key}' is not a factor; valid: {', '.join(FITTED)}")
+            per_stack = key in PER_STACK
+            items = value if per_stack and isinstance(value, list) else [value]
+            if per_stack and (not isinstance(value, list) or len(value) != len(STACKS)):
+                raise InputError(f"{where}: key 'fitted.{key}' must be a list of {len(STACKS)} positive numbers, one "
+                                 f"per stack ({', '.join(STACKS)})")
+            for v in items:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                    raise InputError(f"{where}: key 'fitted.{key}' must be a positive number, not {json.dumps(v)}")
+            values[key] = tuple(float(v) for v in items) if per_stack else float(value)
+        intervals = record.get("intervals")
+        if intervals is not None and not (isinstance(intervals, dict)
+                                          and all(k in intervals for k in ("scale", "quantile", "ground"))):
+            raise InputError(f"{where}: key 'intervals' must be an object with 'scale', 'quantile' and 'ground' "
+                             "(as objectives/catalog/intervals.json)")
+        return cls.load().replace(**values, interval_params=intervals)
 
 
 _CACHE: dict[str, Calibration] = {}

@@ -29,8 +29,11 @@ stack that overlaps the all-to-all, ``tp_comm_exposed`` by tp > 1 runs of a stac
   (DeepSeek-V3's included), Megatron-Bridge held out: 9.3% with this, 26.5% with the four factors at their
   defaults (a stack and MoE never calibrated: Qwen3 and DeepSeek-V3 +35% to +89%), 7.9% at the full fit's
   values (its own runs in the fit; in-sample 7.8%); coverage of the 80% intervals 72%, 68%, 73% of runs.
-- informed by fewer than :data:`WELL_INFORMED_RUNS` runs: free, with a Gaussian prior on its log around
-  the start value (sd :data:`PRIOR_SD_LOG`, a factor 2) as a pseudo-run of the informing runs' weight and
+- informed by fewer than :data:`WELL_INFORMED_RUNS` runs, or not identified apart from the other free
+  factors (less than :data:`IDENTIFIED`, 10%, of its weighted Jacobian column outside the span of theirs:
+  attn_kernel_scale and attn_seq_half on runs of a single sequence length are one direction; every factor
+  of the published runs has 31% or more in the full fit, 20% or more in every fold): free, with a Gaussian
+  prior on its log around the start value (sd :data:`PRIOR_SD_LOG`, a factor 2) as a pseudo-run of the informing runs' weight and
   the runs' typical log error :data:`RUN_SD_LOG`: the least-squares form of the posterior mode
   (residual (x - x0) * RUN_SD_LOG / PRIOR_SD_LOG * weight). One or two runs then move a factor only as
   far as their error needs against that prior, not to a bound on their noise.
@@ -51,7 +54,7 @@ import pandas as pd
 from objectives.calibration import CALIBRATION_PATH, FITTED, STACKS, Calibration
 from objectives.validation import RUNS_PATH, load_runs, predict, source_of, summarize
 
-__all__ = ["BOX", "INFORMS", "WELL_INFORMED_RUNS", "PRIOR_SD_LOG", "RUN_SD_LOG", "label", "source_weights",
+__all__ = ["BOX", "INFORMS", "WELL_INFORMED_RUNS", "IDENTIFIED", "PRIOR_SD_LOG", "RUN_SD_LOG", "label", "source_weights",
            "log_errors", "residuals", "sensitivity", "Plan", "plan", "Fit", "fit_factors", "fit", "main"]
 
 # (name, index or None, lower, upper): the search box of each fitted factor
@@ -64,6 +67,9 @@ BOX = [("kernel_overhead_s", i, 1e-6, 3e-4) for i in range(len(STACKS))] + \
 INFORMS = 1e-6
 #: a factor informed by fewer runs than this is fitted with a prior toward its start value (module doc)
 WELL_INFORMED_RUNS = 3
+#: a free factor whose weighted sensitivity the other free factors' explain but for this share is fitted with
+#: the prior too (collinear: a variance inflation above 1 / 0.1^2 = 100)
+IDENTIFIED = 0.1
 #: sd of that prior on log(factor): the start value good to a factor 2
 PRIOR_SD_LOG = float(np.log(2.0))
 #: a run's typical log error, the prior's exchange rate: the in-sample error of the published runs (4-5%)
@@ -141,6 +147,7 @@ class Plan(NamedTuple):
     informing_runs: np.ndarray  # per factor: runs whose prediction it moves (> INFORMS)
     free: np.ndarray  # indices into BOX of the fitted factors
     prior_weight: np.ndarray  # per factor: weight of its prior residual (0: none)
+    separation: np.ndarray  # per free factor: share of its weighted sensitivity the others do not explain
 
     def status(self, j: int) -> str:
         return "fixed" if j not in self.free else ("prior" if self.prior_weight[j] > 0 else "free")
@@ -155,11 +162,18 @@ def plan(runs, start: Calibration, factors=None, jac: np.ndarray | None = None) 
     allowed = np.array([factors is None or BOX[j][0] in factors or label(j) in factors for j in range(len(BOX))])
     free = np.flatnonzero(allowed & (counts > 0))
     w = source_weights(runs)
+    separation = np.full(len(BOX), np.nan)
+    weighted = jac[:, free] * w[:, None]
+    for k, j in enumerate(free):  # the share of the factor's sensitivity no other free factor's explains
+        others = np.delete(weighted, k, axis=1)
+        col = weighted[:, k]
+        rest = col - others @ np.linalg.lstsq(others, col, rcond=None)[0] if others.shape[1] else col
+        separation[j] = float(np.linalg.norm(rest) / np.linalg.norm(col))
     prior = np.zeros(len(BOX))
     for j in free:
-        if counts[j] < WELL_INFORMED_RUNS:
+        if counts[j] < WELL_INFORMED_RUNS or separation[j] < IDENTIFIED:
             prior[j] = RUN_SD_LOG / PRIOR_SD_LOG * float(np.mean(w[informs[:, j]]))
-    return Plan(counts, free, prior)
+    return Plan(counts, free, prior, separation)
 
 
 class Fit(NamedTuple):
@@ -171,8 +185,9 @@ class Fit(NamedTuple):
 
 
 def fit_factors(runs, start: Calibration | None = None, max_nfev: int = 400, factors=None,
-                fit_plan: Plan | None = None) -> Fit:
-    """Bounded least squares of the free factors (:func:`plan`) from ``start``; the others stay at it."""
+                fit_plan: Plan | None = None, init: Calibration | None = None) -> Fit:
+    """Bounded least squares of the free factors (:func:`plan`) from ``start``; the others stay at it.
+    ``init``: where the search of the free factors starts (default ``start``; a warm start)."""
     from scipy.optimize import least_squares
 
     start = start or Calibration()
@@ -183,7 +198,7 @@ def fit_factors(runs, start: Calibration | None = None, max_nfev: int = 400, fac
     se = np.full(len(BOX), np.nan)
     if len(p.free):
         f = p.free
-        xf0 = np.clip(x0[f], lo[f] + 1e-9, hi[f] - 1e-9)
+        xf0 = np.clip((x0 if init is None else _to_x(init))[f], lo[f] + 1e-9, hi[f] - 1e-9)
         pw = p.prior_weight[f]
         weights = source_weights(runs)
 
@@ -195,10 +210,13 @@ def fit_factors(runs, start: Calibration | None = None, max_nfev: int = 400, fac
 
         res = least_squares(resid, xf0, bounds=(lo[f], hi[f]), diff_step=1e-3, max_nfev=max_nfev, x_scale=1.0)
         x[f] = res.x
-        dof = max(len(runs) - len(f), 1)
+        # standard errors from the Jacobian at the solution, of the factors not at a bound of their box
+        # (one at a bound is held there by it: no error bar)
+        inner = (res.x > lo[f] + 1e-6) & (res.x < hi[f] - 1e-6)
+        dof = max(len(runs) - int(inner.sum()), 1)
         s2 = float(np.sum(res.fun ** 2)) / dof
-        cov = s2 * np.linalg.pinv(res.jac.T @ res.jac)
-        se[f] = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        jac = res.jac[:, inner]
+        se[f[inner]] = np.sqrt(np.maximum(np.diag(s2 * np.linalg.pinv(jac.T @ jac)), 0.0))
     return Fit(_to_cal(x, start, p.free), p, x0, x, se)
 
 
@@ -207,14 +225,15 @@ def fit(runs, start: Calibration | None = None, max_nfev: int = 400, factors=Non
     return fit_factors(runs, start, max_nfev, factors).cal
 
 
-def held_out(runs, held: np.ndarray, start: Calibration | None = None, max_nfev: int = 400, factors=None):
+def held_out(runs, held: np.ndarray, start: Calibration | None = None, max_nfev: int = 400, factors=None,
+             init: Calibration | None = None):
     """(the runs ``held`` predicted by factors fitted without them, the fold's Fit, the factors refitted per
     run). A factor no held-in run informs stays at ``start`` in the fold; where the held-out runs inform it,
     each held-out run is predicted with it fitted on the other held-out runs (leave one run out, the fold's
     other factors fixed), so that no run's prediction reads its own measurement and a stack or an MoE
     model with a single source is still predicted as a calibrated one (module doc)."""
     held = np.asarray(held, dtype=bool)
-    fold = fit_factors(runs[~held].reset_index(drop=True), start, max_nfev, factors)
+    fold = fit_factors(runs[~held].reset_index(drop=True), start, max_nfev, factors, init=init)
     test = runs[held].reset_index(drop=True)
     kept = [label(j) for j in range(len(BOX)) if j not in fold.plan.free
             and (factors is None or BOX[j][0] in factors or label(j) in factors)]

@@ -161,10 +161,11 @@ class Intervals(Model):
         self.path = path
 
     def compute(self, c, cal):
-        if not Path(self.path).exists():  # before the first derivation (objectives.interval_fit): no interval
+        own = getattr(cal, "interval_params", None)  # a calibration of one's own runs carries its intervals
+        if own is None and not Path(self.path).exists():  # before the first derivation: no interval
             nan = np.full(np.shape(c["step_time_s"]), np.nan)
             return {name: (nan > 0) if name == "interval_extrapolated" else nan for name in self.provides}
-        params, keys = load_params(self.path)
+        params, keys = load_params(self.path) if own is None else (own, ground_keys(own["ground"]))
         gen = generation(c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
         dist = distance_oct(feature_octaves({**c, "generation": gen}), c["stack"], keys)
         dist = np.broadcast_to(dist, np.broadcast_shapes(dist.shape, np.shape(c["step_time_s"])))

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from objectives import INPUT_COLUMNS
 from objectives.calibration import Calibration
 from objectives.mapping import search_mapping
 
@@ -32,7 +33,8 @@ DESIGN_COLUMNS = (
 PAPER_SOURCE = "narayanan21-table1"
 #: the model's columns a run's prediction interval reads beyond the design table's (its mapping, its model's
 #: size, its GPU): kept as model_<name>
-MODEL_FEATURES = ("tp", "pp", "ep", "n_params", "n_params_active", "gpu_bf16_tflop_s", "gpu_hbm_tbyte_s",
+MODEL_FEATURES = ("tp", "pp", "ep", "seq_len", "precision", "stack", "moe_experts",
+                  "n_params", "n_params_active", "gpu_bf16_tflop_s", "gpu_hbm_tbyte_s",
                   "scaleup_gbyte_s", "scaleup_size", "scaleup_mesh", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s")
 
 
@@ -61,7 +63,7 @@ def load_runs(path: str | Path = RUNS_PATH, included_only: bool = True) -> pd.Da
 
 def predict(runs: pd.DataFrame, cal: Calibration | None = None) -> pd.DataFrame:
     """The runs with the model's prediction, its mapping choices and the absolute percentage error."""
-    table = {c: runs[c].to_numpy() for c in DESIGN_COLUMNS if c in runs}
+    table = {c: runs[c].to_numpy() for c in runs.columns if c in INPUT_COLUMNS}  # the published runs': DESIGN_COLUMNS
     out = search_mapping(table, cal=cal)
     result = runs.copy()
     for col in ("micro_batch", "recompute", "vp", "cp", "zero_stage", "sequence_parallel"):

@@ -35,6 +35,8 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--out", required=True, help="output Parquet (or .csv)")
     p.add_argument("--columns", metavar="A,B,C",
                    help="write only these columns, in this order (default: every input and output column)")
+    p.add_argument("--calibration", metavar="FILE",
+                   help="a calibration file (dse calibrate) instead of the shipped objectives/calibration.json")
     p.set_defaults(run=run)
 
 
@@ -87,6 +89,9 @@ def _warn_unknown(names, source: str) -> None:
 
 
 def run(args) -> int:
+    from dse.commands.calibrate import load_calibration
+
+    cal = load_calibration(getattr(args, "calibration", None))
     cols = read_columns(args.input)
     n = len(next(iter(cols.values()))) if cols else 0
     if n == 0:
@@ -106,7 +111,7 @@ def run(args) -> int:
         nonlocal feasible
         part = cols if (lo, hi) == (0, n) else {k: v[lo:hi] for k, v in cols.items()}
         try:
-            out = objectives.search_mapping(part, outputs=outputs, check_rows=complete[lo:hi])
+            out = objectives.search_mapping(part, outputs=outputs, check_rows=complete[lo:hi], cal=cal)
         except objectives.InputError as exc:
             if exc.row is not None:
                 exc.row += lo

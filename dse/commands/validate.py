@@ -25,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="compare the model with published training runs", description=__doc__)
     p.add_argument("csv", nargs="?", default=None, help="runs to check (default: training_runs.csv shipped with the package)")
     p.add_argument("--out", help="write the per-row table (Parquet or .csv)")
+    p.add_argument("--calibration", metavar="FILE", help="a calibration file (dse calibrate) instead of the shipped one")
     p.set_defaults(run=run)
 
 
@@ -37,8 +38,10 @@ def _coverage() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dse.commands.calibrate import load_calibration
     from objectives.validation import RUNS_PATH, predict, source_of, summarize  # pandas: only this command
 
+    cal = load_calibration(getattr(args, "calibration", None))
     path = args.csv or str(RUNS_PATH)
     runs = read_table(path)
     missing = [c for c in REQUIRED if c not in runs.columns]
@@ -50,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if runs.empty:
         raise UserError("has no included runs", where=path)
     try:
-        result = predict(runs)
+        result = predict(runs, cal)
     except InputError as exc:
         raise describe_input_error(exc, path) from None
     s = summarize(result)
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
           f"{s.mape_row_weighted:.1%} over rows; Narayanan et al. SC'21 Table 1: {s.mape_paper:.1%}; "
           f"worst source: {s.worst_source} {s.worst_source_mape:.1%}")
     print("(measured and predicted columns are the median tokens/s per GPU of each source's runs)")
-    if args.csv is None:
+    if args.csv is None and getattr(args, "calibration", None) is None:  # the stored residuals are the shipped fit's
         print()
         print(_coverage())
     if args.out:

@@ -53,6 +53,22 @@ def design_table(run: Run, front: pd.DataFrame) -> dict[str, np.ndarray]:
             for k, v in table.items()}
 
 
+def _calibration(run):
+    """The calibration the run's designs were scored with (its space's ``calibration:``; None: the shipped one)."""
+    given = run.info.get("spec", {}).get("calibration")
+    if not given:
+        return None
+    from objectives import InputError
+    from objectives.calibration import Calibration
+
+    try:
+        return Calibration.read(given["path"])
+    except InputError as exc:
+        from dse.errors import UserError
+
+        raise UserError(f"the run was scored with a calibration file that is gone or changed: {exc}") from None
+
+
 def _choices(run):
     import objectives
 
@@ -78,9 +94,10 @@ def sensitivity(run: Run, score: Callable[[dict], Mapping[str, np.ndarray]] | No
         import objectives
 
         choices = _choices(run)
+        cal = _calibration(run)
 
         def score(t):
-            return objectives.search_mapping(t, choices=choices)
+            return objectives.search_mapping(t, choices=choices, cal=cal)
 
     base = design_table(run, front)
     n = len(front)

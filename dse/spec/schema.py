@@ -17,7 +17,7 @@ __all__ = ["Dimension", "Objective", "Constraint", "SearchSettings", "Spec", "SA
 
 SAMPLERS = ("nsga2", "tpe", "random", "grid")
 SCALES = ("linear", "log", "pow2")
-TOP_KEYS = ("name", "description", "workload", "cluster", "mapping", "objectives", "constraints", "search")
+TOP_KEYS = ("name", "description", "workload", "cluster", "mapping", "objectives", "constraints", "search", "calibration")
 SEARCH_KEYS = ("sampler", "trials", "batch_size", "seed")
 RANGE_KEYS = ("min", "max", "scale", "step", "type")
 DEFAULT_SEARCH = {"sampler": "nsga2", "trials": 2048, "batch_size": 512, "seed": 0}
@@ -98,12 +98,16 @@ class Spec:
     constraints: tuple[Constraint, ...]
     search: SearchSettings
     description: str = ""
+    #: a calibration file (``dse calibrate``) the designs are scored with, as a path from the working directory
+    #: (the space gives it relative to the space file), and its sha256; "" for the shipped calibration
+    calibration: str = ""
+    calibration_sha256: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
     text: str = field(default="", compare=False)
 
     def resolved(self) -> dict[str, Any]:
         """The space with every default filled in, as plain JSON-able data (for run.json)."""
-        return {
+        out = {
             "name": self.name,
             "description": self.description,
             "workload": dict(self.workload),
@@ -113,6 +117,9 @@ class Spec:
             "constraints": [c.text for c in self.constraints],
             "search": asdict(self.search),
         }
+        if self.calibration:  # (absent otherwise, so that a space without one keeps its hash)
+            out["calibration"] = {"path": self.calibration, "sha256": self.calibration_sha256}
+        return out
 
     @property
     def space_hash(self) -> str:
