@@ -32,7 +32,8 @@ stack that overlaps the all-to-all, ``tp_comm_exposed`` by tp > 1 runs of a stac
 - informed by fewer than :data:`WELL_INFORMED_RUNS` runs, or not identified apart from the other free
   factors (less than :data:`IDENTIFIED`, 10%, of its weighted Jacobian column outside the span of theirs:
   attn_kernel_scale and attn_seq_half on runs of a single sequence length are one direction; every factor
-  of the published runs has 31% or more in the full fit, 20% or more in every fold): free, with a Gaussian
+  of the published runs has 31% or more in the full fit, 20% or more in every fold, 35% in the leave-one-run-out
+  refits of Megatron-Bridge): free, with a Gaussian
   prior on its log around the start value (sd :data:`PRIOR_SD_LOG`, a factor 2) as a pseudo-run of the informing runs' weight and
   the runs' typical log error :data:`RUN_SD_LOG`: the least-squares form of the posterior mode
   (residual (x - x0) * RUN_SD_LOG / PRIOR_SD_LOG * weight). One or two runs then move a factor only as
