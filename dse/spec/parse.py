@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from dse.errors import UserError, did_you_mean
+from dse.spec.calibration import parse_calibration
 from dse.spec.schema import (
     DEFAULT_SEARCH,
     RANGE_KEYS,
@@ -150,7 +151,7 @@ def parse_spec(
     objectives = _parse_objectives(ck, top["objectives"])
     constraints = _parse_constraints(ck, top.get("constraints", []))
     search = _parse_search(ck, top.get("search", {}))
-    calibration, calibration_sha256 = _parse_calibration(ck, top.get("calibration"))
+    calibration, calibration_sha256 = parse_calibration(ck, top.get("calibration"))
 
     given = set(workload) | {d.name for d in dimensions} | {k for k, v in mapping.items() if len(v) == 1}
     if "gpu" not in given and _rents_only(workload, dimensions):  # every design rents: its instance names the GPU
@@ -359,28 +360,6 @@ def _parse_constraints(ck: _Checker, raw) -> list[Constraint]:
             ck.fail(path, f"{column} is a name, not a number to compare")
         out.append(Constraint(column, op, bound))
     return out
-
-
-def _parse_calibration(ck: _Checker, raw) -> tuple[str, str]:
-    """(the calibration file's path, relative to the space file, from the working directory; its sha256);
-    a file that is not a calibration is one line (objectives.Calibration.read)."""
-    if raw is None:
-        return "", ""
-    if not isinstance(raw, str) or not raw.strip():
-        ck.fail("calibration", f"must be the path of a calibration file (dse calibrate), not {_type(raw)}")
-    import hashlib
-
-    from objectives import InputError
-    from objectives.calibration import Calibration
-
-    path = Path(raw.strip()).expanduser()
-    if not path.is_absolute() and ck.source not in ("<space>", ""):
-        path = Path(ck.source).parent / path
-    try:
-        Calibration.read(path)
-    except InputError as exc:
-        ck.fail("calibration", str(exc))
-    return str(path), hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _parse_search(ck: _Checker, raw) -> SearchSettings:
