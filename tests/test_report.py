@@ -49,7 +49,7 @@ def test_page_shows_every_front_point_and_row(run_dir):
     first = front.sort_values("time_to_train_days").iloc[0]
     assert re.search(rf"<title>small: {first['gpu']} [^<]*\ndp[0-9,]+ tp{int(first['tp'])} ", html)
     headers = html.replace("<wbr>", "")  # a header may wrap after an underscore
-    for metric in ("time_to_train_days", "tco_usd", "capex_usd", "mfu", "hbm_used_gb", "goodput", "power_mw"):
+    for metric in ("time_to_train_days", "run_cost_usd", "capex_usd", "lifetime_cost_usd", "mfu", "hbm_used_gb", "goodput", "power_mw"):
         assert f">{metric}</th>" in headers
     assert html.count('<rect class="seg"') >= len(front)  # a stacked bar per front design
     assert html.count('<tr class="sens-row">') >= 5

@@ -125,7 +125,7 @@ def test_the_buyer_view_in_chromium(run_dir, tmp_path):
     assert len({i["swatch"] for i in gpu["items"]}) == len(gpu["items"])  # one colour per GPU
     assert got["rec"].startswith("Recommended: #") and ("deadline of 60 days" in got["rec"])  # small.yaml: <= 60 days
     assert got["recRow"].startswith("★ ") and got["recRow"][2:] in got["rec"]
-    assert "capex_usd" in got["headers"] and "tco_usd" in got["headers"]
+    assert {"capex_usd", "run_cost_usd", "lifetime_cost_usd"} <= set(got["headers"]), got["headers"]
     assert got["right"] <= got["width"] and got["scroll"][0] <= got["scroll"][1], got  # no horizontal scroll
 
 

@@ -19,7 +19,7 @@ from dse.store.pareto import front_table
 
 #: metrics the front table shows after the objectives and the costs (capex, run, lifetime: when the run has them)
 TABLE_METRICS = ("time_to_train_days", "mfu", "goodput", "power_mw", "facility_power_peak_mw", "step_time_s",
-                 "hbm_used_gb", "usd_per_mtok")
+                 "hbm_used_gb")  # usd_per_mtok follows from the run's cost: in the hover text, not a column
 #: the cost columns a buyer compares, in order: (label, candidate columns, newest name first)
 COSTS = (("capex", ("capex_usd",)), ("run cost", RUN_COST), ("lifetime cost", ("lifetime_cost_usd",)))
 MAPPING = ("dp", "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage")

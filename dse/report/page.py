@@ -43,7 +43,7 @@ tr:hover td{background:#fff8dc}.legend span{display:inline-block;margin-right:14
 .facet-buttons{margin:4px 0}.facet-buttons button{font:inherit;font-size:12.5px;margin-right:4px;border:1px solid #bbb;
 background:#f6f6f6;border-radius:3px;padding:1px 8px;cursor:pointer}.facet-buttons button.on{background:#222;color:#fff}
 td.rec{font-weight:600}svg .rec-label{font-size:11px;font-weight:600;fill:#000}p.recommend{max-width:1150px}
-th{white-space:normal;vertical-align:bottom;max-width:110px}th.l{max-width:none}.sw{display:inline-block;width:11px;height:11px;border-radius:6px;margin-right:4px;vertical-align:-1px}
+th{white-space:normal;vertical-align:bottom;max-width:110px}th.l{max-width:none}table.front td.l{white-space:normal;min-width:160px;max-width:300px}.sw{display:inline-block;width:11px;height:11px;border-radius:6px;margin-right:4px;vertical-align:-1px}
 .pos{color:#1a7f37}.neg{color:#b42318}.note{color:#666;font-size:12.5px}.scroll{overflow-x:auto}
 """
 
@@ -70,7 +70,7 @@ window.addEventListener('load',function(){var m=document.getElementById('render-
 def _hover(row, run: Run, objectives) -> str:
     parts = [f"{run.name}: {design_label(row, run.design_columns)}", mapping_label(row)]
     parts += [f"{m} = {fmt(row[m])}" for m in objectives]
-    for m in ("mfu", "goodput", "power_mw"):
+    for m in ("mfu", "goodput", "power_mw", "usd_per_mtok"):
         if m in row and m not in objectives:
             parts.append(f"{m} = {fmt(row[m])}")
     if not bool(row.get("admissible", True)):
@@ -96,7 +96,7 @@ def front_panels(runs: list[Run], fac: Facets | None = None, recs: list[Recommen
             on_front = t["trial"].isin(run.front["trial"]).to_numpy()
         admissible = t["admissible"].to_numpy(dtype=bool)
         kind = np.where(on_front, "front", np.where(admissible, "dominated", "infeasible"))
-        keep = [c for c in set(run.design_columns) | set(names) | {"mfu", "goodput", "power_mw", "admissible", "dp",
+        keep = [c for c in set(run.design_columns) | set(names) | {"mfu", "goodput", "power_mw", "usd_per_mtok", "admissible", "dp",
                 "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage"} if c in t]
         titles = [_hover(r, run, names) for r in t[keep].to_dict("records")]
         tie = np.zeros(len(t), dtype=bool)
