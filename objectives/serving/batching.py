@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
-from objectives.serving.step import StepModel
+from objectives.serving.step import STEP_COLUMNS, StepModel
 
 __all__ = ["ServingBatching", "operating_point", "BISECTIONS"]
 
@@ -90,10 +90,9 @@ def _bisect(lo, hi, ok, steps=BISECTIONS):
 
 
 class ServingBatching(Model):
-    requires = (
-        "input_len", "output_len", "pp", "attn_dp", "token_budget", "max_concurrency", "concurrency", "request_rate_per_s",
-        "replicas", "ttft_slo_s", "tpot_slo_s", "n_gpus",
-    )
+    requires = tuple(dict.fromkeys(STEP_COLUMNS + (
+        "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
+        "n_gpus")))
     provides = {
         "concurrency": "requests; requests in flight per instance at the operating point",
         "ttft_s": "s; time to first token at steady state (no admission queueing)",

@@ -57,7 +57,25 @@ from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
 from objectives.transformer import attended_keys
 
-__all__ = ["StepModel"]
+__all__ = ["StepModel", "experts_touched", "STEP_COLUMNS"]
+
+#: the columns a StepModel reads (a model that builds one declares them among its ``requires``)
+STEP_COLUMNS = (
+    "tp", "attn_dp", "pp", "ep", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "dense_d_ff", "vocab_size",
+    "n_layers", "n_moe_layers", "n_windowed_layers", "moe_experts", "moe_topk", "moe_shared_experts", "moe_all_to_all",
+    "kv_lora_rank", "qk_rope_dim", "attn_qk_dim", "attn_v_dim", "attn_window", "attn_window_kind", "params_attn_layer",
+    "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer", "precision",
+    "kv_precision", "engine", "input_len", "output_len", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s",
+    "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa3", "scaleup_size",
+    "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel",
+)
+
+
+def experts_touched(tokens, topk, experts):
+    """Distinct experts T tokens routed top-k of E touch, evenly at random: E (1 - (1 - k/E)^T), each
+    expert missed by every token with probability (1 - k/E)^T (the step's expert weights read)."""
+    experts = np.asarray(experts, dtype=np.float64)
+    return experts * -np.expm1(np.asarray(tokens, dtype=np.float64) * np.log1p(-np.asarray(topk) / experts))
 
 
 def _fill(width, n_half):
