@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import Model, as_codes, lookup
+from objectives.base import Model, as_codes, lookup, select
 from objectives.memory import GIB_PER_GB
 from objectives.serving.engines import engine_trait
+from objectives.table import is_constant
 
 __all__ = ["ServingMemory", "BYTES_PER_VALUE", "stage_layers", "kv_bytes_per_token_layer"]
 
@@ -47,6 +48,18 @@ _RESERVE_FULL = engine_trait("reserve_full")
 _MAX_BATCH = engine_trait("max_batch")
 _BUDGET = engine_trait("token_budget")
 _BUDGET_BIG = engine_trait("token_budget_big")
+
+
+def given_or(column: np.ndarray, default) -> np.ndarray:
+    """``column`` where given, ``default`` where blank (NaN); a column given or blank throughout (a constant
+    column, the usual case of an optional setting) costs no pass over its rows."""
+    values = column[:1] if is_constant(column) else column
+    blank = np.isnan(values)
+    if not blank.any():
+        return column
+    if blank.all():
+        return np.broadcast_to(default, np.broadcast_shapes(np.shape(default), column.shape))
+    return np.where(np.isnan(column), default, column)
 
 
 def stage_layers(c) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -109,27 +122,27 @@ class ServingMemory(Model):
         kv_layer = kv_bytes_per_token_layer(c)
         kv_gpu = layers * kv_layer  # a token in every layer of the stage (inside every window)
         reserve = np.where(lookup(_RESERVE_FULL, engine) > 0, isl + osl, isl + 0.5 * osl)
-        windowed = (layers - full_layers) * np.where(c["attn_window"] > 0, np.minimum(reserve, c["attn_window"]), reserve)
-        kv_request = kv_layer * (full_layers * reserve + windowed)
+        kv_request = kv_layer * full_layers * reserve
+        if np.any(layers > full_layers):  # windowed layers hold at most their window
+            kv_request = kv_request + kv_layer * (layers - full_layers) \
+                * np.where(c["attn_window"] > 0, np.minimum(reserve, c["attn_window"]), reserve)
 
         hbm = c["gpu_hbm_gb"] * GIB_PER_GB * 1e9
         reserved = cal.base.hbm_reserved_gb * 1e9
-        frac = np.where(np.isnan(c["kv_mem_frac"]), lookup(_KV_FRAC, engine), c["kv_mem_frac"])
+        frac = given_or(c["kv_mem_frac"], lookup(_KV_FRAC, engine))
         of_total = lookup(_KV_OF_TOTAL, engine) > 0
         # the engine's batch and token budget: trtllm-bench sizes them from the KV that the weights leave
         # (tuning.py calc_engine_setting: min(requests, 4096) / pp, budget batch x (1 + ISL/OSL) in [2048, 32768])
         free0 = np.maximum(hbm - reserved - weights, 0.0) * frac
         fits0 = free0 / np.maximum(kv_request, 1.0)
         engine_batch = lookup(_MAX_BATCH, engine)
-        batch = np.where(np.isnan(c["max_batch_size"]), np.minimum(np.maximum(np.ceil(fits0), 1.0), engine_batch),
-                         c["max_batch_size"])
+        batch = given_or(c["max_batch_size"], np.minimum(np.maximum(np.ceil(fits0), 1.0), engine_batch))
         # trtllm-bench leaves chunked prefill off and so makes room for a whole prompt beside the batch
         # (tensorrt_llm/bench/benchmark/utils/general.py get_settings: max(max_num_tokens, max_isl + max_batch_size))
         bench_budget = np.maximum(np.clip(np.ceil(batch / p * (1.0 + isl / osl) / 256.0) * 256.0, 2048.0, 32768.0),
                                   isl + batch)
         default_budget = np.where(c["gpu_hbm_gb"] >= 160.0, lookup(_BUDGET_BIG, engine), lookup(_BUDGET, engine))
-        budget = np.where(np.isnan(c["max_num_tokens"]), np.where(default_budget > 0, default_budget, bench_budget),
-                          c["max_num_tokens"])
+        budget = given_or(c["max_num_tokens"], np.where(default_budget > 0, default_budget, bench_budget))
         widest = np.maximum(np.where(c["moe_experts"] > 0, c["moe_topk"] * c["d_ff"], 0.0),
                             np.where(c["dense_d_ff"] > 0, c["dense_d_ff"], c["d_ff"]))
         workspace = budget * 2.0 * (4.0 * h + 2.0 * widest / t) + np.minimum(batch, budget) * vocab * 4.0
@@ -138,12 +151,15 @@ class ServingMemory(Model):
         kv_cap = np.maximum(kv_cap, 0.0)
         fits = np.floor(kv_cap / np.maximum(kv_request, 1.0))
         limit = batch * d
-        layout = (np.mod(c["n_heads"], t) != 0) | (np.mod(c["moe_experts"], ep) != 0) | (np.mod(gpus_stage, ep) != 0) \
-            | (p > c["n_layers"]) | ((c["moe_experts"] <= 0) & (ep > 1)) \
+        # layout: tp splits the query heads, and the KV heads or their copies evenly (MLA: one latent);
+        # ep splits the experts and the stage's GPUs; no more stages than layers
+        layout = (np.mod(c["n_heads"], t) != 0) | (p > c["n_layers"]) \
             | ((c["kv_lora_rank"] <= 0) & (np.mod(t, c["n_kv_heads"]) != 0) & (np.mod(c["n_kv_heads"], t) != 0))
-        peak = np.where(prec == 1, c["gpu_fp8_tflop_s"], np.where(prec == 2, c["gpu_fp4_tflop_s"], c["gpu_bf16_tflop_s"]))
-        kv_format = np.where(kvp == 1, c["gpu_fp8_tflop_s"], np.where(kvp == 2, c["gpu_fp4_tflop_s"], c["gpu_bf16_tflop_s"]))
-        precision = ~(peak > 0) | ~(kv_format > 0)
+        if np.any(ep > 1):
+            layout = layout | (np.mod(c["moe_experts"], ep) != 0) | (np.mod(gpus_stage, ep) != 0) \
+                | ((c["moe_experts"] <= 0) & (ep > 1))
+        rates = (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
+        precision = ~(select(prec, rates) > 0) | ~(select(kvp, rates) > 0)
         return {
             "weights_gb": weights / 1e9,
             "act_workspace_gb": workspace / 1e9,

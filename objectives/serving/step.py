@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import as_codes, lookup
+from objectives.base import as_codes, lookup, select
 from objectives.collectives import Tiers, all_gather_s, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
 from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
@@ -105,94 +105,115 @@ class StepModel:
         bpw = lookup(BYTES_PER_VALUE, prec)
         moe = c["moe_experts"] > 0
         mla = c["kv_lora_rank"] > 0
+        topk = np.where(moe, c["moe_topk"], 0.0)
+        experts = np.maximum(c["moe_experts"], 1.0)
 
         # --- rates: HBM at hbm_eff; GEMMs at the precision's measured rate (bf16 where the GPU has none:
         # such rows are infeasible, con_precision); attention at the flash-attention efficiency, in bf16
-        self.bw = c["gpu_hbm_tbyte_s"] * 1e12 * cal.hbm_eff
+        bw = c["gpu_hbm_tbyte_s"] * 1e12 * cal.hbm_eff
         peak16 = c["gpu_bf16_tflop_s"] * 1e12
-        scale = lookup(np.asarray(cal.gemm_eff_scale), prec)
         rate16 = peak16 * c["gpu_gemm_eff_bf16"] * cal.gemm_eff_scale[0]
-        peak = np.where(prec == 1, c["gpu_fp8_tflop_s"], np.where(prec == 2, c["gpu_fp4_tflop_s"], c["gpu_bf16_tflop_s"])) * 1e12
-        eff = np.where(prec == 1, c["gpu_gemm_eff_fp8"], np.where(prec == 2, c["gpu_gemm_eff_fp4"], c["gpu_gemm_eff_bf16"]))
-        rate = peak * eff * scale
-        self.rate = np.where(rate > 0, rate, rate16)
-        self.rate16 = rate16
-        self.rate_attn = np.minimum(peak16 * c["gpu_attn_eff_fa3"] * cal.gemm_eff_scale[0], rate16)
+        peak = select(prec, (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])) * 1e12
+        eff = select(prec, (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
+        rate = peak * eff * lookup(np.asarray(cal.gemm_eff_scale), prec)
+        rate = np.where(rate > 0, rate, rate16)
+        rate_attn = np.minimum(peak16 * c["gpu_attn_eff_fa3"] * cal.gemm_eff_scale[0], rate16)
 
-        # --- GEMM classes (objectives.serving.memory for the shards)
+        # --- GEMM classes (objectives.serving.memory for the shards): seconds per step of the weights read,
+        # and per token of FLOPs, each GEMM's at its narrowest width's share of the rate (x d / (d +
+        # gemm_n_half), the training calibration's: objectives/compute.py)
         repl = c["params_attn_replicated_layer"]
         attn = (c["params_attn_layer"] - repl) / t + repl
         shared = (c["params_ffn_layer"] - c["params_expert_layer"]) / t
         dense_ffn = c["params_ffn_dense_layer"] / t
-        dense_params = layers * attn + (layers - moe_layers) * dense_ffn + moe_layers * shared
-        self.w_dense = bpw * dense_params  # bytes read per step
-        # FLOPs per token of the GPU's attention group, each GEMM's at its narrowest width's share of the rate
-        # (x d / (d + gemm_n_half), the training calibration's: objectives/compute.py)
+        self.dense_mem = bpw * (layers * attn + (layers - moe_layers) * dense_ffn + moe_layers * shared) / bw
         n_half = cal.base.gemm_n_half
         q_width = np.minimum(h, a * c["attn_qk_dim"] / t)
         dense_width = np.where(moe & (c["dense_d_ff"] > 0), c["dense_d_ff"], c["d_ff"]) / t
         shared_width = np.maximum(c["moe_shared_experts"], 1.0) * c["d_ff"] / t
-        self.f_dense = 2.0 * (layers * attn / _fill(q_width, n_half) + (layers - moe_layers) * dense_ffn
-                              / _fill(np.minimum(h, dense_width), n_half) + moe_layers * shared
-                              / _fill(np.minimum(h, shared_width), n_half))
-        self.w_expert = bpw * moe_layers * c["params_expert_layer"] / g  # every local expert of the stage
-        one_expert = c["params_expert_layer"] / np.maximum(c["moe_experts"], 1.0)
-        expert_width = np.minimum(h, c["d_ff"] / np.maximum(g / c["ep"], 1.0))  # each expert split over g / ep
-        # the busiest expert-parallel GPU gets more than its share of the routed tokens (ep_imbalance)
-        imbalance = np.where(c["ep"] > 1, cal.ep_imbalance, 1.0) / np.where(moe, cal.expert_gemm_scale, 1.0)
-        self.f_expert = 2.0 * moe_layers * np.where(moe, c["moe_topk"], 0.0) * one_expert / g * imbalance \
-            / _fill(expert_width, n_half)  # per token of the stage
-        self.expert_share = np.where(moe, c["moe_topk"] / np.maximum(c["moe_experts"], 1.0), 0.0)
-        self.rows_half = cal.gemm_rows_half
-        self.log_miss = np.log1p(-np.where(moe, np.minimum(c["moe_topk"] / np.maximum(c["moe_experts"], 1.0), 0.999), 0.0))
+        self.dense_flop = 2.0 * (layers * attn / _fill(q_width, n_half) + (layers - moe_layers) * dense_ffn
+                                 / _fill(np.minimum(h, dense_width), n_half) + moe_layers * shared
+                                 / _fill(np.minimum(h, shared_width), n_half)) / rate
+        self.expert_mem = bpw * moe_layers * c["params_expert_layer"] / g / bw  # every local expert of the stage
+        expert_split = np.maximum(g / c["ep"], 1.0)  # each expert split over g / ep GPUs
+        # the busiest expert-parallel GPU gets more than its share of the routed tokens (ep_imbalance), and
+        # grouped expert GEMMs run at expert_gemm_scale of a dense GEMM's rate
+        imbalance = np.where(c["ep"] > 1, cal.ep_imbalance, 1.0)
+        self.expert_flop = 2.0 * moe_layers * topk * c["params_expert_layer"] / experts / g * imbalance \
+            / np.where(moe, cal.expert_gemm_scale, 1.0) / _fill(np.minimum(h, c["d_ff"] / expert_split), n_half) / rate
+        self.half = cal.gemm_rows_half  # a GEMM of M rows runs at M / (M + gemm_rows_half) of its rate
+        self.expert_half = np.where(moe, cal.gemm_rows_half * experts / np.maximum(topk, 1.0), 0.0)  # in stage tokens
+        self.log_miss = np.log1p(-np.minimum(topk / experts, 0.999))
         # 16-bit activations through HBM per token (kernels outside the GEMMs and the GEMMs' own inputs and
         # outputs: norms and residuals 4h, the attention's q, k, v and context, the feed-forward's gate and up
         # outputs read by the activation, its output read by the down projection, 6 d_ff; a routed copy's
         # expanded input and output written and read, 4h, and its interior): what makes MoE layers of narrow
         # experts (Qwen3: d_ff 768-1536, eight copies a token) bandwidth-bound where dense layers are not
-        ctx_width = a * c["attn_v_dim"] / t
         kv_width = np.where(mla, a * (c["attn_qk_dim"] + c["attn_v_dim"]), 2.0 * c["n_kv_heads"] * c["d_head"]) / t
-        self.act_dense = ACT_BYTES * (layers * (4.0 * h + a * c["attn_qk_dim"] / t + kv_width + ctx_width)
-                                      + (layers - moe_layers) * (2.0 * h + 6.0 * dense_width)
-                                      + moe_layers * (c["moe_shared_experts"] > 0) * (2.0 * h + 6.0 * shared_width))
-        self.act_expert = ACT_BYTES * moe_layers * (4.0 * h + 6.0 * c["d_ff"] / np.maximum(g / c["ep"], 1.0)) \
-            * np.where(moe, c["moe_topk"], 0.0) / g * imbalance  # per token of the stage, on the busiest GPU
-        self.w_logits = 2.0 * c["vocab_size"] * h / t
-        self.f_logits = 2.0 * c["vocab_size"] * h / t
+        act_group = ACT_BYTES * (layers * (4.0 * h + a * (c["attn_qk_dim"] + c["attn_v_dim"]) / t + kv_width)
+                                 + (layers - moe_layers) * (2.0 * h + 6.0 * dense_width)
+                                 + moe_layers * (c["moe_shared_experts"] > 0) * (2.0 * h + 6.0 * shared_width)) / bw
+        self.act_stage = ACT_BYTES * moe_layers * (4.0 * h + 6.0 * c["d_ff"] / expert_split) * topk / g * imbalance / bw
+        logits_params = 2.0 * c["vocab_size"] * h / t
+        self.logits_mem = logits_params / bw
+        self.logits_flop = logits_params / rate16
 
-        # --- attention: decode (KV read, absorbed MLA) and prefill (causal, unabsorbed)
+        # --- attention: decode (KV read, absorbed MLA), seconds per decode token of the group, and prefill
+        # (causal, unabsorbed), per prefill token
         kv_layer = kv_bytes_per_token_layer(c)
         heads = a / t
         dec_dims = np.where(mla, 2.0 * c["kv_lora_rank"] + c["qk_rope_dim"], 2.0 * c["d_head"])
         ctx = isl + 0.5 * osl  # mean context of a decoding request
         window = c["attn_window"]
-        ctx_win = np.where(window > 0, np.minimum(ctx, window), ctx)
+        windowed = np.any(win_layers > 0)
+        ctx_win = np.where(window > 0, np.minimum(ctx, window), ctx) if windowed else ctx
         keys = full_layers * ctx + win_layers * ctx_win  # cached tokens read per decode token, over the stage
-        self.kv_read = kv_layer * keys
-        self.f_attn_dec = 2.0 * heads * dec_dims * keys
-        self.kv_write = kv_layer * layers
-        pre_keys = full_layers * attended_keys(isl, 0.0, 0.0) + win_layers * attended_keys(isl, window, c["attn_window_kind"])
-        self.f_attn_pre = 2.0 * heads * (c["attn_qk_dim"] + c["attn_v_dim"]) * pre_keys
+        attn_dec = np.maximum(kv_layer * keys / bw, 2.0 * heads * dec_dims * keys / rate_attn)
+        pre_keys = full_layers * 0.5 * isl  # attended_keys of a full causal layer: s / 2
+        if windowed:
+            pre_keys = pre_keys + win_layers * attended_keys(isl, window, c["attn_window_kind"])
+        self.pre_attn = 2.0 * heads * (c["attn_qk_dim"] + c["attn_v_dim"]) * pre_keys / rate_attn
         self.isl = isl
 
-        # --- communication (objectives.collectives; the latency is the serving all-reduce's)
+        # --- communication (objectives.collectives; latency the serving all-reduce's), linear in the group's
+        # tokens: comm0 + comm1 x tokens
         tiers = Tiers(size=c["scaleup_size"], bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.base.scaleup_eff,
                       bw_out=c["nic_gbyte_s"] * 1e9 * cal.base.scaleout_eff * c["net_eff_rel"],
                       lat_up=0.0, lat_out=cal.base.scaleout_latency_s, mesh=c["scaleup_mesh"])
-        self.tiers, self.t, self.g, self.p, self.d = tiers, t, g, p, d
-        self.n_ar = 2.0 * layers * (t > 1)
+        lat = cal.allreduce_latency_s
+        row = h * ACT_BYTES  # bytes of one token's activations
+        n_ar = 2.0 * layers * (t > 1)
         # under attention data parallelism an MoE layer moves its tokens to the experts and back: by default
         # (TensorRT-LLM fused_moe without its opt-in all-to-all; vLLM's allgather_reducescatter backend;
         # SGLang without DeepEP) an all-gather of every group's tokens, quantized where the weights are,
         # and a reduce-scatter of the outputs in bf16; with ``moe_all_to_all`` (DeepEP, TensorRT-LLM's
         # all-to-all kernels) a dispatch and a combine of the top-k copies of each token, fp8 out and bf16 back
         gathered = (d > 1) & moe
-        self.n_gather = moe_layers * gathered * (c["moe_all_to_all"] <= 0)
-        self.n_a2a = 2.0 * moe_layers * gathered * (c["moe_all_to_all"] > 0)
-        self.dispatch = np.where(prec > 0, 1.0, ACT_BYTES)
-        self.a2a_bytes = np.where(moe, c["moe_topk"], 0.0) * h * (self.dispatch + ACT_BYTES) / 2.0 * imbalance  # per token
-        self.h = h
-        self.lat = cal.allreduce_latency_s
+        n_gather = moe_layers * gathered * (c["moe_all_to_all"] <= 0)
+        n_a2a = 2.0 * moe_layers * gathered * (c["moe_all_to_all"] > 0)
+        dispatch = np.where(prec > 0, 1.0, ACT_BYTES)
+        a2a_row = topk * h * (dispatch + ACT_BYTES) / 2.0 * imbalance  # per token and call (dispatch, combine)
+
+        def linear(fn, per_token, group, stride, used):
+            """(seconds at 0 bytes, seconds per token) of a collective of ``per_token`` bytes a token; (0, 0)
+            where no row of the chunk runs it."""
+            if not np.any(used):
+                return 0.0, 0.0
+            at0 = fn(0.0, group, stride, tiers)
+            return at0, fn(per_token, group, stride, tiers) - at0
+
+        piped = p > 1
+        ar0, ar1 = linear(all_reduce_s, row, t, 1.0, n_ar)
+        a2a0, a2a1 = linear(all_to_all_s, a2a_row, g, 1.0, n_a2a)
+        ag0, ag1 = linear(all_gather_s, g * row * dispatch / ACT_BYTES, g, 1.0, n_gather)
+        rs0, rs1 = linear(reduce_scatter_s, g * row, g, 1.0, n_gather)
+        pp0, pp1 = linear(p2p_s, row, p, g, piped)
+        self.comm0 = n_ar * (lat + ar0) + n_a2a * (lat + a2a0) + n_gather * (2.0 * lat + ag0 + rs0) + piped * (lat + pp0)
+        self.comm1 = n_ar * ar1 + n_a2a * a2a1 + n_gather * (ag1 + rs1) + piped * pp1
+        # the group's tokens through HBM: activations, KV written, collectives
+        self.per_group_token = act_group + kv_layer * layers / bw + self.comm1
+        self.attn_dec = attn_dec
+        self.d = d
 
         # --- launch and host
         self.launch = layers * LAUNCH_S_PER_LAYER
@@ -205,29 +226,20 @@ class StepModel:
     def time(self, dec, pre, mixed: bool) -> np.ndarray:
         """Seconds of one step with ``dec`` decode tokens over the stage (split over the attention groups)
         and ``pre`` prefill tokens on the busiest group (0 in a decode-only step)."""
-        d = self.d
-        group = dec / d + pre  # tokens of the busiest attention group
+        dec_group = dec / self.d
+        group = dec_group + pre  # tokens of the busiest attention group
         stage = dec + pre  # tokens the stage's experts see
-        bw = self.bw
-        half = self.rows_half  # a GEMM of M rows runs at M / (M + rows_half) of the large-GEMM rate
-        t_dense = np.maximum(self.w_dense / bw, self.f_dense * (group + half) / self.rate)
-        touched = -np.expm1(stage * self.log_miss)  # share of local experts the step touches
-        rows = stage * self.expert_share  # rows of each routed expert's GEMM
-        t_expert = np.maximum(self.w_expert * touched / bw, self.f_expert * stage * (rows + half) / (rows + 1e-9) / self.rate)
-        t_act = (group * self.act_dense + stage * self.act_expert) / bw
-        logits = dec / d + pre / self.isl
-        t_logits = np.maximum(self.w_logits / bw, self.f_logits * (logits + half) / self.rate16)
-        dec_group = dec / d
-        t_attn = np.maximum(dec_group * self.kv_read / bw, dec_group * self.f_attn_dec / self.rate_attn) \
-            + pre * self.f_attn_pre / self.rate_attn + group * self.kv_write / bw
-        nbytes = group * self.h * ACT_BYTES
-        t_comm = self.n_ar * (self.lat + all_reduce_s(nbytes, self.t, 1.0, self.tiers)) \
-            + self.n_a2a * (self.lat + all_to_all_s(group * self.a2a_bytes, self.g, 1.0, self.tiers)) \
-            + self.n_gather * (2.0 * self.lat + all_gather_s(self.g * nbytes * self.dispatch / ACT_BYTES, self.g, 1.0, self.tiers)
-                               + reduce_scatter_s(self.g * nbytes, self.g, 1.0, self.tiers)) \
-            + (self.p > 1) * (self.lat + p2p_s(nbytes, self.p, self.g, self.tiers))
-        gpu = t_dense + t_expert + t_act + t_logits + t_attn + t_comm
-        graphed = (self.graphs >= 2) | ((self.graphs >= 1) & (dec_group <= self.graph_max)) if not mixed else (self.graphs >= 2)
+        half = self.half
+        gemms = np.maximum(self.dense_mem, self.dense_flop * (group + half)) \
+            + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss), self.expert_flop * (stage + self.expert_half))
+        requests = dec_group + pre / self.isl  # sampling requests of the group
+        logits = np.maximum(self.logits_mem, self.logits_flop * (requests + half))
+        gpu = gemms + logits + dec_group * self.attn_dec + pre * self.pre_attn + group * self.per_group_token \
+            + stage * self.act_stage + self.comm0
+        if mixed:
+            graphed = self.graphs >= 2
+        else:
+            graphed = (self.graphs >= 2) | ((self.graphs >= 1) & (dec_group <= self.graph_max))
         device = np.where(graphed, gpu, np.maximum(gpu, self.launch))
-        host = self.host + self.host_request * (dec_group + pre / self.isl)
+        host = self.host + self.host_request * requests
         return np.where(self.overlap, np.maximum(device, host), device + host)
