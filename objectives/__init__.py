@@ -12,7 +12,8 @@ Public API (the engine uses only these; see docs/model-contract.md):
 - :class:`InputError` — bad user input, naming the row and column.
 
 Serving (objectives/serving, docs/serving.md): :func:`evaluate_serving` — every serving metric of a table
-with ``input_len`` and ``output_len`` columns (:func:`is_serving_table`); :data:`SERVING_MODELS`;
+with ``input_len`` and ``output_len`` columns (:func:`is_serving_table`); :func:`search_serving` — the same
+with blank ``tp``, ``pp``, ``ep``, ``attn_dp`` searched (:data:`SERVING_MAPPING_COLUMNS`); :data:`SERVING_MODELS`;
 :data:`SERVING_METRICS` (also in :data:`METRICS` where training has no metric of that name);
 :data:`SERVING_INPUTS` (also in :data:`INPUT_COLUMNS`).
 """
@@ -21,7 +22,15 @@ from objectives import catalog as _catalog
 from objectives.mapping import DEFAULT_CHOICES, search_mapping
 from objectives.pipeline import DEFAULTS, MAPPING_COLUMNS, MODELS, REQUIRED, TRAINING_MODELS, evaluate, metrics
 from objectives.renamed import RENAMED_COLUMNS
-from objectives.serving import SERVING_INPUTS, SERVING_METRICS, SERVING_MODELS, evaluate_serving, is_serving_table
+from objectives.serving import (
+    SERVING_INPUTS,
+    SERVING_MAPPING_COLUMNS,
+    SERVING_METRICS,
+    SERVING_MODELS,
+    evaluate_serving,
+    is_serving_table,
+    search_serving,
+)
 from objectives.table import CATEGORIES, InputError
 
 __version__ = "0.1.0"
@@ -40,4 +49,4 @@ INPUT_COLUMNS: frozenset[str] = frozenset(
 
 __all__ = ["evaluate", "search_mapping", "METRICS", "INPUT_COLUMNS", "RENAMED_COLUMNS", "MAPPING_COLUMNS", "MODELS",
            "TRAINING_MODELS", "DEFAULT_CHOICES", "InputError", "__version__", "evaluate_serving", "is_serving_table",
-           "SERVING_MODELS", "SERVING_METRICS", "SERVING_INPUTS"]
+           "SERVING_MODELS", "SERVING_METRICS", "SERVING_INPUTS", "search_serving", "SERVING_MAPPING_COLUMNS"]

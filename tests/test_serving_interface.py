@@ -31,7 +31,7 @@ def test_dse_evaluate_dispatches_a_serving_table(tmp_path, capsys):
                    "llama3-70b,h100-sxm,1,1,bf16,bf16,sglang,1000,1000,\n")
     out = tmp_path / "out.parquet"
     assert main(["evaluate", str(src), "-o", str(out), "--columns", ",".join(OUTPUTS)]) == 0
-    assert "3 serving designs, 2 feasible" in capsys.readouterr().out
+    assert "3 serving designs, 2 feasible" in capsys.readouterr().out  # pp, ep, attn_dp absent: searched
     table = pd.read_parquet(out)
     assert list(table.columns) == list(OUTPUTS)
     assert table["tpot_s"][0] <= 0.05 and table["feasible"].tolist() == [True, True, False]
@@ -40,7 +40,8 @@ def test_dse_evaluate_dispatches_a_serving_table(tmp_path, capsys):
 
 def test_dse_evaluate_serving_bad_input_is_one_line(tmp_path, capsys):
     src = tmp_path / "bad.csv"
-    src.write_text("model,gpu,n_gpus,tp,input_len,output_len\nllama3-70b,h100-sxm,4,2,1000,1000\n")
+    # a whole mapping given that does not make the instance (a blank or absent cell would be searched)
+    src.write_text("model,gpu,n_gpus,tp,pp,ep,attn_dp,input_len,output_len\nllama3-70b,h100-sxm,4,2,1,1,1,1000,1000\n")
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.parquet")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "row 1, column 'n_gpus': tp*attn_dp*pp = 2*1*1 = 2 is not n_gpus = 4" in err

@@ -155,3 +155,29 @@ def test_fp4_needs_blackwell_and_the_mapping_must_make_the_instance():
         evaluate_serving({**BASE, "model": "llama3-70b", "serving": "disaggregated"})
     with pytest.raises(InputError, match="column 'input_len'"):
         evaluate_serving({**BASE, "model": "llama3-70b", "input_len": 0})
+
+
+def test_mapping_search_fills_blank_cells_with_the_best_feasible_mapping():
+    from objectives.serving import search_serving
+
+    table = {**BASE, "n_gpus": [8, 8], "tp": [np.nan, 8], "pp": [np.nan, 1], "ep": [np.nan, 1], "attn_dp": [np.nan, 1],
+             "model": "llama3.3-70b", "gpu": "h100-sxm", "precision": "fp8", "kv_precision": "fp8", "tpot_slo_s": 0.05}
+    out = search_serving(table, cal=ROUND)
+    # a dense model: tp x pp = 8, no attention data or expert parallelism; tp 1, 2, 4, 8 with pp 8, 4, 2, 1
+    assert out["n_mappings_tried"].tolist() == [4, 1]
+    assert out["tp"][0] * out["pp"][0] == 8 and out["ep"][0] == 1 and out["attn_dp"][0] == 1
+    # the winner serves at least as many tokens per GPU as the fixed tp 8 mapping, within the target
+    assert out["output_tokens_per_s_per_gpu"][0] >= out["output_tokens_per_s_per_gpu"][1] * (1 - 1e-12)
+    assert out["tpot_s"][0] <= 0.05 and out["feasible"].all()
+    # every candidate it tried is no better: evaluate them one by one
+    best = max(one(n_gpus=8, tp=tp, pp=8 // tp, model="llama3.3-70b", gpu="h100-sxm", precision="fp8",
+                   kv_precision="fp8", tpot_slo_s=0.05)["output_tokens_per_s_per_gpu"] for tp in (1, 2, 4, 8))
+    assert out["output_tokens_per_s_per_gpu"][0] == pytest.approx(best, rel=1e-12)
+
+
+def test_mapping_search_of_an_instance_no_choice_makes_is_infeasible():
+    from objectives.serving import search_serving
+
+    out = search_serving({**BASE, "n_gpus": [72], "tp": [np.nan], "model": "llama3-70b", "gpu": "gb200"}, cal=ROUND)
+    assert not out["feasible"][0] and out["n_mappings_tried"][0] == 0
+    assert out["infeasible_reason"][0].startswith("mapping: no tp x attn_dp x pp")

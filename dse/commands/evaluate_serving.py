@@ -1,7 +1,8 @@
 """`dse evaluate` on a serving table (one with ``input_len`` and ``output_len`` columns).
 
 Every row is one model instance's deployment evaluated by the serving model (objectives.serving,
-docs/serving.md): its mapping as given, its concurrency as given or the largest meeting its targets. Written
+docs/serving.md): its mapping as given, or its blank tp, pp, ep and attn_dp cells searched
+(objectives.search_serving); its concurrency as given or the largest meeting its targets. Written
 in slices of rows as the training evaluation is (dse/commands/evaluate.py), with the units in the file.
 """
 
@@ -26,7 +27,7 @@ def run_serving(args, cols: dict[str, np.ndarray], n: int, names: list[str] | No
         nonlocal feasible
         part = cols if (lo, hi) == (0, n) else {k: v[lo:hi] for k, v in cols.items()}
         try:
-            out = objectives.evaluate_serving(part)
+            out = objectives.search_serving(part)
         except objectives.InputError as exc:
             if exc.row is not None:
                 exc.row += lo
