@@ -113,10 +113,13 @@ class StepModel:
         bw = c["gpu_hbm_tbyte_s"] * 1e12 * cal.hbm_eff
         peak16 = c["gpu_bf16_tflop_s"] * 1e12
         rate16 = peak16 * c["gpu_gemm_eff_bf16"] * cal.gemm_eff_scale[0]
-        peak = select(prec, (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])) * 1e12
-        eff = select(prec, (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
-        rate = peak * eff * lookup(np.asarray(cal.gemm_eff_scale), prec)
-        rate = np.where(rate > 0, rate, rate16)
+        # a lower precision never runs slower than the next higher one on the same GPU (its tensor cores
+        # are at least as fast, and an engine would not lose by it): fp4 >= fp8 >= bf16
+        scales = cal.gemm_eff_scale
+        rate8 = c["gpu_fp8_tflop_s"] * 1e12 * c["gpu_gemm_eff_fp8"] * scales[1]
+        rate8 = np.where(rate8 > 0, np.maximum(rate8, rate16), rate16)
+        rate4 = c["gpu_fp4_tflop_s"] * 1e12 * c["gpu_gemm_eff_fp4"] * scales[2]
+        rate = select(prec, (rate16, rate8, np.where(rate4 > 0, np.maximum(rate4, rate8), rate8)))
         rate_attn = np.minimum(peak16 * c["gpu_attn_eff_fa3"] * cal.gemm_eff_scale[0], rate16)
 
         # --- GEMM classes (objectives.serving.memory for the shards): seconds per step of the weights read,
