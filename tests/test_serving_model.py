@@ -181,3 +181,14 @@ def test_mapping_search_of_an_instance_no_choice_makes_is_infeasible():
     out = search_serving({**BASE, "n_gpus": [72], "tp": [np.nan], "model": "llama3-70b", "gpu": "gb200"}, cal=ROUND)
     assert not out["feasible"][0] and out["n_mappings_tried"][0] == 0
     assert out["infeasible_reason"][0].startswith("mapping: no tp x attn_dp x pp")
+
+
+def test_a_rented_deployment_pays_whole_instances():
+    # renting an 8-GPU instance for a 4-GPU instance of the model: the bill is for 8 GPUs
+    from objectives.catalog import instance_ids
+
+    rented = [i for i in instance_ids() if i.startswith("aws-p5.")][0]
+    row = one(n_gpus=4, tp=4, model="llama3.3-70b", instance=rented, precision="fp8", kv_precision="fp8",
+              gpu=None)
+    assert row["gpu"] == "h100-sxm" and row["cost_mode"] == "cloud" and row["instance_gpus"] == 8
+    assert row["usd_per_hr"] == pytest.approx(8 * row["cloud_usd_per_gpu_hr"]) and row["capex_usd"] == 0

@@ -32,7 +32,8 @@ __all__ = ["SERVING_DEFAULTS", "SERVING_REQUIRED", "SERVING_INPUTS", "SERVING_CA
            "prepare_serving"]
 
 #: the categorical columns a serving row may set
-SERVING_CATEGORIES = ("precision", "kv_precision", "engine", "serving", "ffn_kind", "attn_window_kind", "cost_mode")
+SERVING_CATEGORIES = ("precision", "kv_precision", "engine", "serving", "ffn_kind", "attn_window_kind", "cost_mode",
+                      "instance", "pricing")
 #: what an absent or blank optional column means (NaN: derived by the model)
 SERVING_DEFAULTS: dict[str, float] = {
     **{k: v for k, v in TRAINING_DEFAULTS.items() if k not in ("cp", "vp", "zero_stage", "recompute", "stack", "dropout",
@@ -92,6 +93,7 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     check_renamed(table)
     user = as_columns(table)
     _check_numbers(user)
+    user = catalog.label_instances(user)  # a renting row's GPU, fabric and cost mode are its instance's
     cols: Columns = dict(user)
     for name in SERVING_CATEGORIES:
         if name in cols:
