@@ -19,11 +19,13 @@ def _table():
          ("deepseek-v3", 1, 8, 8), ("gpt-oss-120b", 2, 1, 1), ("llama4-scout", 1, 1, 1)],  # model, tp, attn_dp, ep
         ["h100-sxm", "b200", "gb200"], [1, 2], [(128, 2048), (2000, 200)], ["trtllm", "vllm", "sglang", "trtllm-2024"],
         [("", "", ""), (64, "", ""), ("", 0.05, ""), ("", "", 3.0)],  # concurrency, tpot_slo_s, request_rate_per_s
+        ["aggregated", "disaggregated"],
     )
-    for (model, tp, adp, ep), gpu, pp, (isl, osl), engine, (conc, tpot, rate) in grid:
+    for (model, tp, adp, ep), gpu, pp, (isl, osl), engine, (conc, tpot, rate), serving in grid:
         rows.append(dict(model=model, gpu=gpu, n_gpus=tp * adp * pp, tp=tp, attn_dp=adp, ep=ep, pp=pp, input_len=isl,
                          output_len=osl, engine=engine, precision="fp8", kv_precision="fp8", concurrency=conc,
-                         tpot_slo_s=tpot, request_rate_per_s=rate, cost_mode="cloud" if pp == 2 else "owned"))
+                         tpot_slo_s=tpot, request_rate_per_s=rate, cost_mode="cloud" if pp == 2 else "owned",
+                         serving=serving, prefill_pp=1, prefill_n_gpus=tp * adp))
     table = {k: np.array([r[k] for r in rows], dtype=object) for k in rows[0]}
     for k in ("concurrency", "tpot_slo_s", "request_rate_per_s"):
         table[k] = np.array([np.nan if v == "" else float(v) for v in table[k]])

@@ -151,8 +151,8 @@ def test_fp4_needs_blackwell_and_the_mapping_must_make_the_instance():
     assert not row["feasible"] and row["infeasible_reason"].startswith("precision: the GPU has no tensor cores")
     with pytest.raises(InputError, match="tp\\*attn_dp\\*pp = 2\\*1\\*1 = 2 is not n_gpus = 4"):
         evaluate_serving({**BASE, "model": "llama3-70b", "n_gpus": 4, "tp": 2})
-    with pytest.raises(InputError, match="'disaggregated' is not modelled yet"):
-        evaluate_serving({**BASE, "model": "llama3-70b", "serving": "disaggregated"})
+    with pytest.raises(InputError, match="prefill_tp\\*prefill_attn_dp\\*prefill_pp = 2\\*1\\*1 = 2 is not prefill_n_gpus = 1"):
+        evaluate_serving({**BASE, "model": "llama3-70b", "serving": "disaggregated", "prefill_tp": 2})
     with pytest.raises(InputError, match="column 'input_len'"):
         evaluate_serving({**BASE, "model": "llama3-70b", "input_len": 0})
 
@@ -192,3 +192,24 @@ def test_a_rented_deployment_pays_whole_instances():
               gpu=None)
     assert row["gpu"] == "h100-sxm" and row["cost_mode"] == "cloud" and row["instance_gpus"] == 8
     assert row["usd_per_hr"] == pytest.approx(8 * row["cloud_usd_per_gpu_hr"]) and row["capex_usd"] == 0
+
+
+def test_disaggregated_rate_matching():
+    # a prefill instance's prompts per second X_p and a decode instance's requests X_d: X_d / X_p prefill
+    # instances per decode instance; per GPU, X_d OSL over the decode instance's GPUs and that share of a
+    # prefill instance's (TensorRT-LLM blog 5)
+    row = one(model="llama3.3-70b", gpu="b200", n_gpus=2, tp=2, prefill_n_gpus=1, prefill_tp=1, precision="fp8",
+              kv_precision="fp8", serving="disaggregated", concurrency=256, replicas=4)
+    ratio = row["prefill_instances_per_decode"]
+    assert 0 < ratio < 4
+    assert row["output_tokens_per_s_per_gpu"] == pytest.approx(row["output_tokens_per_s_instance"] / (2 + ratio * 1))
+    assert row["prefill_gpus"] == np.ceil(4 * ratio) and row["deployment_gpus"] == 4 * 2 + np.ceil(4 * ratio)
+    # decode-only steps: TPOT is the decode step, no prompt interleaved
+    assert row["tpot_s"] == pytest.approx(row["step_time_decode_s"]) and row["mixed_step_frac"] == 0
+    # the prompt's KV (160 KiB a token at fp8 x 1,000 tokens) crosses NVLink inside the 8-GPU board
+    assert row["kv_transfer_s"] == pytest.approx(163_840 * 1000 / (1 * 900e9 * 0.8) + 3e-6, rel=1e-6)
+    same = one(model="llama3.3-70b", gpu="b200", n_gpus=2, tp=2, precision="fp8", kv_precision="fp8", concurrency=256,
+               replicas=4)
+    # with the prompts elsewhere the decode steps are shorter than the aggregated instance's mean step
+    assert row["tpot_s"] < same["tpot_s"]
+

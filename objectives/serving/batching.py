@@ -35,6 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
+from objectives.serving.disaggregated import PREFILL_MAPPING, DisaggregatedPools
+from objectives.serving.memory import ServingMemory
 from objectives.serving.step import STEP_COLUMNS, StepModel
 
 __all__ = ["ServingBatching", "operating_point", "BISECTIONS"]
@@ -90,9 +92,9 @@ def _bisect(lo, hi, ok, steps=BISECTIONS):
 
 
 class ServingBatching(Model):
-    requires = tuple(dict.fromkeys(STEP_COLUMNS + (
+    requires = tuple(dict.fromkeys(STEP_COLUMNS + ServingMemory.requires + tuple(PREFILL_MAPPING) + (
         "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
-        "n_gpus")))
+        "n_gpus", "serving", "kv_bytes_per_token")))
     provides = {
         "concurrency": "requests; requests in flight per instance at the operating point",
         "ttft_s": "s; time to first token at steady state (no admission queueing)",
@@ -113,6 +115,13 @@ class ServingBatching(Model):
         "saturated": "flag; 1 where the offered request rate exceeds what the instances serve at max_concurrency",
         "con_slo": "ratio; the worse of ttft_s / ttft_slo_s and tpot_s / tpot_slo_s, minus 1 (> 0: a target missed)",
         "con_concurrency": "requests; concurrency minus max_concurrency (> 0: its KV cache does not fit)",
+        "prefill_instances_per_decode": "ratio; disaggregated: prefill instances a decode instance needs (rate "
+                                        "matching; 0 aggregated)",
+        "prefill_gpus": "count; disaggregated: GPUs of the deployment's prefill instances (0 aggregated)",
+        "kv_transfer_s": "s; disaggregated: one prompt's KV from its prefill instance to its decode instance (0 aggregated)",
+        "con_prefill_memory": "GB; disaggregated: the prefill instance's KV for one step's prompts minus its capacity "
+                              "(> 0: it does not fit)",
+        "con_prefill_layout": "flag; disaggregated: 1 where the prefill instance's mapping cannot lay out",
     }
 
     def __init__(self, step_factory=StepModel):
@@ -128,8 +137,21 @@ class ServingBatching(Model):
         by_rate = ~given & ~np.isnan(rate)
         replicas_given = ~np.isnan(c["replicas"])
 
+        disaggregated = c["serving"] == 1
+        pools = DisaggregatedPools(c, cal, step) if np.any(disaggregated) else None
+
+        def point(x):
+            """The operating point at concurrency x: aggregated, or disaggregated where the row is."""
+            op = operating_point(step, c, x)
+            if pools is None:
+                return op
+            other = pools.operating_point(x)
+            return {k: np.where(disaggregated, other[k], op[k]) for k in op} | \
+                {"ratio": np.where(disaggregated, other["ratio"], 0.0), "gpus": np.where(disaggregated, other["gpus"],
+                                                                                        c["n_gpus"])}
+
         def meets(b):
-            op = operating_point(step, c, b)
+            op = point(b)
             return (op["ttft"] <= ttft_slo) & (op["tpot"] <= tpot_slo)
 
         searched = ~given & ~(by_rate & replicas_given)
@@ -138,17 +160,19 @@ class ServingBatching(Model):
             best = np.where(meets(cap), cap, np.maximum(np.floor(_bisect(1.0, cap, meets)), 1.0))
         replicas = np.where(replicas_given, c["replicas"], 1.0)
         if np.any(by_rate & ~replicas_given):  # sized: instances the rate needs at the best concurrency
-            at_best = operating_point(step, c, best)["requests_per_s"]
+            at_best = point(best)["requests_per_s"]
             replicas = np.where(by_rate & ~replicas_given, np.maximum(np.ceil(rate / at_best), 1.0), replicas)
         b = np.where(given, c["concurrency"], best)
         saturated = np.zeros(np.shape(b), dtype=bool)
         if np.any(by_rate):
             share = rate / replicas  # each instance's requests per second
-            saturated = by_rate & (operating_point(step, c, cap)["requests_per_s"] < share)
-            at_rate = _bisect(1e-3, cap, lambda x: operating_point(step, c, x)["requests_per_s"] <= share)
+            saturated = by_rate & (point(cap)["requests_per_s"] < share)
+            at_rate = _bisect(1e-3, cap, lambda x: point(x)["requests_per_s"] <= share)
             b = np.where(by_rate, np.where(saturated, cap, at_rate), b)
-        op = operating_point(step, c, b)
+        op = point(b)
+        ratio, gpus = op.get("ratio", 0.0), op.get("gpus", c["n_gpus"])
         tokens = op["tokens_per_s"] * replicas
+        zero = np.zeros(np.shape(b))
         slo = np.maximum(op["ttft"] / ttft_slo, op["tpot"] / tpot_slo) - 1.0
         return {
             "concurrency": b,
@@ -158,7 +182,7 @@ class ServingBatching(Model):
             "tokens_per_s_per_user": 1.0 / op["tpot"],
             "output_tokens_per_s_instance": op["tokens_per_s"],
             "output_tokens_per_s": tokens,
-            "output_tokens_per_s_per_gpu": op["tokens_per_s"] / c["n_gpus"],
+            "output_tokens_per_s_per_gpu": op["tokens_per_s"] / gpus,
             "requests_per_s": op["requests_per_s"] * replicas,
             "replicas_used": replicas,
             "step_time_s": op["t_step"],
@@ -170,4 +194,9 @@ class ServingBatching(Model):
             "saturated": saturated.astype(np.float64),
             "con_slo": slo,
             "con_concurrency": b - c["max_concurrency"],
+            "prefill_instances_per_decode": zero + ratio,
+            "prefill_gpus": zero if pools is None else np.maximum(np.ceil(replicas * ratio - 1e-9), 0.0) * pools.p["n_gpus"],
+            "kv_transfer_s": zero if pools is None else np.where(disaggregated, pools.transfer, 0.0),
+            "con_prefill_memory": zero - 1.0 if pools is None else np.where(disaggregated, pools.con_memory, -1.0),
+            "con_prefill_layout": zero if pools is None else np.where(disaggregated, pools.con_layout, 0.0),
         }

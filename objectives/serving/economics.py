@@ -35,11 +35,11 @@ _TOPOLOGY = Topology()
 
 class ServingEconomics(Model):
     requires = tuple(sorted(set(_TOPOLOGY.requires) | {
-        "replicas_used", "output_tokens_per_s", "gpu_tdp_w", "server_w_per_gpu", "server_to_gpu_tdp", "power_load_frac",
+        "replicas_used", "prefill_gpus", "output_tokens_per_s", "gpu_tdp_w", "server_w_per_gpu", "server_to_gpu_tdp", "power_load_frac",
         "pue", "cost_mode", "server_usd_per_gpu", "cloud_usd_per_gpu_hr", "facility_usd_per_mw", "server_years",
         "network_years", "facility_years", "upkeep_frac_per_year", "electricity_usd_per_kwh", "instance_gpus"}))
     provides = {
-        "deployment_gpus": "count; GPUs of the deployment, n_gpus x replicas_used",
+        "deployment_gpus": "count; GPUs of the deployment, n_gpus x replicas_used (+ prefill_gpus, disaggregated)",
         "net_capex_usd": "USD; the deployment's scale-out fabric (objectives.topology)",
         "power_it_mw": "MW; IT power of the deployment at load (GPUs, hosts, fabric)",
         "power_mw": "MW; facility power of the deployment at load, PUE x IT power",
@@ -50,7 +50,7 @@ class ServingEconomics(Model):
     }
 
     def compute(self, c, cal):
-        gpus = c["n_gpus"] * c["replicas_used"]
+        gpus = c["n_gpus"] * c["replicas_used"] + c["prefill_gpus"]  # decode (or aggregated) and prefill instances
         fabric = _TOPOLOGY.compute({**c, "n_gpus": gpus}, cal.base)
         server_w = np.where(np.isnan(c["server_w_per_gpu"]), c["server_to_gpu_tdp"] * c["gpu_tdp_w"], c["server_w_per_gpu"])
         it = (gpus * server_w * c["power_load_frac"] + fabric["net_power_w"]) / 1e6

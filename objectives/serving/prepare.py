@@ -9,7 +9,8 @@ weights' ``precision`` and the ``kv_precision`` of the KV cache, the ``engine``,
 ``concurrency`` (requests in flight per instance; blank: the largest that fits and meets the targets) or
 ``request_rate_per_s`` (requests per second over the deployment's ``replicas`` instances: the concurrency
 then follows from Little's law), ``ttft_slo_s`` and ``tpot_slo_s`` (blank: no target). ``max_batch_size``
-and ``max_num_tokens`` override the engine's defaults (blank: objectives.serving.engines).
+and ``max_num_tokens`` override the engine's defaults (blank: objectives.serving.engines). ``serving``
+``disaggregated`` adds a prefill instance (``prefill_n_gpus``, ``prefill_tp``, ... : objectives.serving.disaggregated).
 
 What the training model needs and serving does not describe (global batch, micro-batch, recompute, ZeRO)
 is not read. ``seq_len`` is set to ``input_len + output_len`` (the longest context a request reaches).
@@ -45,6 +46,8 @@ SERVING_DEFAULTS: dict[str, float] = {
     "max_batch_size": np.nan, "max_num_tokens": np.nan, "kv_mem_frac": np.nan,
     # MoE under attention data parallelism: 0 all-gather and reduce-scatter (the engines' default), 1 all-to-all
     "moe_all_to_all": 0.0,
+    # disaggregated serving: the prefill instance's mapping (blank: the decode instance's; objectives/serving/disaggregated.py)
+    "prefill_n_gpus": np.nan, "prefill_tp": np.nan, "prefill_pp": np.nan, "prefill_ep": np.nan, "prefill_attn_dp": np.nan,
 }
 #: columns every serving row needs after catalog expansion, with the smallest valid value
 SERVING_REQUIRED: dict[str, float] = {
@@ -54,6 +57,7 @@ SERVING_REQUIRED: dict[str, float] = {
     "scaleup_size": 1, "scaleup_gbyte_s": 0, "nic_gbyte_s": 0,
 }
 _INTEGERS = ("n_gpus", "input_len", "output_len", "tp", "pp", "ep", "attn_dp", "replicas", "max_batch_size",
+             "prefill_n_gpus", "prefill_tp", "prefill_pp", "prefill_ep", "prefill_attn_dp",
              "max_num_tokens", "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "attn_window")
 #: optional numeric columns that must be > 0 where given
 _POSITIVE = ("concurrency", "request_rate_per_s", "ttft_slo_s", "tpot_slo_s", "max_batch_size", "max_num_tokens",
@@ -165,13 +169,21 @@ def _check_values(floats: Columns) -> None:
 
 
 def _check_mapping(floats: Columns) -> None:
-    """The instance's GPUs are tp x attn_dp x pp; disaggregated serving is not modelled yet."""
+    """The instance's GPUs are tp x attn_dp x pp, and a disaggregated row's prefill instance's likewise."""
     t, d, p, n = (_distinct(floats[k]) for k in ("tp", "attn_dp", "pp", "n_gpus"))
     row = _bad_row(t * d * p != n)
     if row is not None:
         raise InputError(f"tp*attn_dp*pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = {t[row] * d[row] * p[row]:g} is not "
                          f"n_gpus = {n[row]:g} (n_gpus counts the GPUs of one model instance; replicas adds instances)",
                          column="n_gpus", row=row)
-    row = _bad_row(_distinct(floats["serving"]) == 1)
+    # the prefill instance of a disaggregated row: its blank cells are the decode instance's
+    def prefill(name, decode):
+        v = _distinct(floats[name])
+        return np.where(np.isnan(v), _distinct(floats[decode]), v)
+
+    t, d, p, n = (prefill(f"prefill_{k}", k) for k in ("tp", "attn_dp", "pp", "n_gpus"))
+    row = _bad_row((_distinct(floats["serving"]) == 1) & (t * d * p != n))
     if row is not None:
-        raise InputError("'disaggregated' is not modelled yet (docs/serving.md); use aggregated", column="serving", row=row)
+        raise InputError(f"prefill_tp*prefill_attn_dp*prefill_pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = "
+                         f"{t[row] * d[row] * p[row]:g} is not prefill_n_gpus = {n[row]:g} (a blank prefill cell is the "
+                         "decode instance's)", column="prefill_n_gpus", row=row)

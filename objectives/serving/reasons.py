@@ -22,7 +22,7 @@ __all__ = ["ServingFeasible", "serving_infeasible_reason"]
 
 class ServingFeasible(Model):
     requires = ("con_layout", "con_precision", "con_kv", "con_slo", "concurrency", "attn_dp", "kv_request_gb",
-                "kv_cache_gb", "output_tokens_per_s")
+                "kv_cache_gb", "output_tokens_per_s", "con_prefill_memory", "con_prefill_layout")
     provides = {
         "con_memory": "GB; KV cache per GPU the concurrency needs minus the capacity (> 0: it does not fit)",
         "feasible": "bool; every con_* <= 0 and the throughput a number",
@@ -32,7 +32,7 @@ class ServingFeasible(Model):
         need = np.ceil(c["concurrency"] / c["attn_dp"] - 1e-9) * c["kv_request_gb"]
         memory = np.maximum(c["con_kv"], need - c["kv_cache_gb"])
         ok = (c["con_layout"] <= 0) & (c["con_precision"] <= 0) & (memory <= 1e-9) & (c["con_slo"] <= 1e-9) \
-            & np.isfinite(c["output_tokens_per_s"])
+            & (c["con_prefill_memory"] <= 1e-9) & (c["con_prefill_layout"] <= 0) & np.isfinite(c["output_tokens_per_s"])
         return {"con_memory": memory, "feasible": ok}
 
 
@@ -54,6 +54,10 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
                                  ", moe_experts ", col("moe_experts")[layout], ", n_layers ", col("n_layers")[layout],
                                  " (tp must divide the heads, ep the experts and tp x attn_dp)"], int(layout.sum()))
     todo &= ~layout
+    prefill_layout = todo & (col("con_prefill_layout") > 0)
+    if prefill_layout.any():
+        out[prefill_layout] = "layout: the prefill instance's tp, ep or pp do not split the model's heads, experts or layers"
+    todo &= ~prefill_layout
     precision = todo & (col("con_precision") > 0)
     if precision.any():
         names = np.asarray(CATEGORIES["precision"], dtype=object)
@@ -76,6 +80,12 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
                                    "per GPU, ", number_text(col("kv_cache_gb")[many], ".1f"), " GB free (max_concurrency ",
                                    number_text(col("max_concurrency")[many], ".0f"), ")"], int(many.sum()))
     todo &= ~memory
+    prefill = todo & (col("con_prefill_memory") > 1e-9)
+    if prefill.any():
+        out[prefill] = join_text(["memory: the prefill instance holds ", number_text(col("kv_cache_gb")[prefill] * 0
+                                  + col("con_prefill_memory")[prefill], ".1f"), " GB too little KV for one step's prompts"],
+                                 int(prefill.sum()))
+    todo &= ~prefill
     slo = todo & (col("con_slo") > 1e-9)
     if slo.any():
         out[slo] = join_text(["slo: TTFT ", number_text(col("ttft_s")[slo] * 1e3, ".1f"), " ms, TPOT ",
