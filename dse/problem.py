@@ -9,7 +9,8 @@ each design feasible and whether it meets the space's constraints. An infeasible
 positive violation, never an error.
 
 The scoring function (:data:`ScoreFn`) is the model: by default each design's best feasible mapping from
-``objectives.search_mapping`` over the space's mapping choices (:func:`default_scorer`). A bad input the
+``objectives.search_mapping`` over the space's mapping choices (:func:`default_scorer`), or for a serving
+space (input_len and output_len given) from ``objectives.search_serving``. A bad input the
 model rejects becomes one line naming the space file's key (:func:`model_errors`).
 """
 
@@ -27,8 +28,8 @@ from dse.errors import UserError
 from dse.space import Space
 from dse.spec import Spec
 
-__all__ = ["Problem", "Outcome", "ScoreFn", "MODEL_CONSTRAINT", "score_with_mapping_search", "default_scorer",
-           "calibration_of", "model_errors"]
+__all__ = ["Problem", "Outcome", "ScoreFn", "MODEL_CONSTRAINT", "score_with_mapping_search", "score_serving",
+           "is_serving_space", "default_scorer", "calibration_of", "model_errors"]
 
 #: a scoring function: design table -> result table (one row per input row)
 ScoreFn = Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
@@ -59,11 +60,30 @@ def calibration_of(spec: Spec):
         raise UserError(str(exc), where=f"{spec.source}: calibration") from None
 
 
-def default_scorer(space: Space) -> ScoreFn:
-    """The production scoring function of a space: mapping search over the space's mapping choices, under
-    the space's calibration (it travels to the actors with the function)."""
+def score_serving(table: Mapping[str, Any], choices: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Score serving designs with their best feasible mapping (``objectives.search_serving``); on the actors."""
     import objectives
 
+    return objectives.search_serving(table, choices=dict(choices) if choices else None)
+
+
+def is_serving_space(space: Space) -> bool:
+    """A space whose designs are serving deployments: it gives input_len and output_len (docs/serving.md)."""
+    given = set(space.spec.workload) | {d.name for d in space.spec.dimensions}
+    return {"input_len", "output_len"} <= given
+
+
+def default_scorer(space: Space) -> ScoreFn:
+    """The production scoring function of a space: mapping search over the space's mapping choices, under
+    the space's calibration (it travels to the actors with the function); the serving model's search for a
+    serving space (its own calibration, objectives/serving_calibration.json)."""
+    import objectives
+
+    if is_serving_space(space):
+        from objectives.serving import SERVING_CHOICES
+
+        choices = space.mapping_choices(SERVING_CHOICES) if space.spec.mapping else None
+        return functools.partial(score_serving, choices=choices)
     choices = space.mapping_choices(objectives.DEFAULT_CHOICES) if space.spec.mapping else None
     return functools.partial(score_with_mapping_search, choices=choices, cal=calibration_of(space.spec))
 

@@ -50,6 +50,10 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     # rent an instance of a cloud (objectives/catalog/instances.yaml; code 0: none, the cluster is owned), at a price
     "instance": ("owned", *_instance_ids()),
     "pricing": ("on_demand", "reserved_1y", "reserved_3y", "spot"),
+    # serving (objectives/serving): the KV cache's precision, the inference engine, aggregated or disaggregated
+    "kv_precision": ("bf16", "fp8", "fp4"),
+    "engine": ("trtllm", "vllm", "sglang", "trtllm-2024"),
+    "serving": ("aggregated", "disaggregated"),
 }
 _ALIASES = {
     "precision": {"fp16": "bf16", "bfloat16": "bf16", "float8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"},
@@ -63,6 +67,10 @@ _ALIASES = {
     "pricing": {"on-demand": "on_demand", "ondemand": "on_demand", "reserved-1y": "reserved_1y", "1y": "reserved_1y",
                 "reserved-3y": "reserved_3y", "3y": "reserved_3y", "capacity_block": "spot", "capacity-block": "spot",
                 "preemptible": "spot"},
+    "kv_precision": {"fp16": "bf16", "bfloat16": "bf16", "auto": "bf16", "float8": "fp8", "fp8_e4m3": "fp8", "nvfp4": "fp4"},
+    "engine": {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "trtllm-pytorch": "trtllm", "tensorrt-llm-2024": "trtllm-2024",
+               "trtllm-engine": "trtllm-2024"},
+    "serving": {"agg": "aggregated", "colocated": "aggregated", "disagg": "disaggregated", "pd": "disaggregated"},
 }
 
 

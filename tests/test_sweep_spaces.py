@@ -43,7 +43,8 @@ def test_shipped_space_validates_and_runs(path, tmp_path):
     assert frame["trial"].tolist() == list(range(12))
     for o in spec.objectives:
         assert o.metric in frame
-    assert {"tp", "pp", "dp", "micro_batch", "feasible", "admissible"} <= set(frame.columns)
+    mapping = {"tp", "pp", "ep", "attn_dp", "concurrency"} if path.stem.startswith("serving-") else {"tp", "pp", "dp", "micro_batch"}
+    assert mapping | {"feasible", "admissible"} <= set(frame.columns)
     meta = read_metadata(RunStore(result.run_dir).part_path(0))
     assert meta["space_hash"] == spec.space_hash
     assert all(o.metric in meta["units"] for o in spec.objectives)

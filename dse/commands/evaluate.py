@@ -1,6 +1,8 @@
 """`dse evaluate INPUT -o OUT.parquet`: every metric of every design in a table.
 
-Mapping columns that are absent, or blank in a row, are searched for that row (the best feasible mapping
+A table with ``input_len`` and ``output_len`` columns is a serving table, evaluated by the serving model
+(dse/commands/evaluate_serving.py). Otherwise mapping columns that are absent, or blank in a row, are
+searched for that row (the best feasible mapping
 by exhaustive vectorized search); rows with a complete mapping are evaluated as given, and a given
 mapping that cannot divide the cluster is a user error (exit 2). ``--columns a,b,c`` writes those
 columns alone, in that order (an input column only when named); an economics module that none of them
@@ -97,6 +99,10 @@ def run(args) -> int:
     if n == 0:
         raise UserError("has no rows", where=args.input)
     names = _requested(args.columns) if args.columns is not None else None
+    if objectives.is_serving_table(cols):  # input_len and output_len: the serving model (docs/serving.md)
+        from dse.commands.evaluate_serving import run_serving
+
+        return run_serving(args, cols, n, names, SLICE_ROWS, _check_names)
     if names is not None and (valid := _output_names(cols)) is not None:
         _check_names(names, valid)
     complete = np.ones(n, dtype=bool)

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             import objectives as model
 
-            mapping = ["dp", *model.MAPPING_COLUMNS]
+            mapping = ["dp", *dict.fromkeys((*model.MAPPING_COLUMNS, *getattr(model, "SERVING_MAPPING_COLUMNS", ())))]
         except ImportError:
             mapping = []
         print(f"\nPareto front: {len(result.front)} designs "

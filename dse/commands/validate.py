@@ -1,4 +1,5 @@
-"""`dse validate [CSV]`: the model against published measured training runs.
+"""`dse validate [CSV]`: the model against published measured training runs (``--kind serving``: the
+serving model against published serving measurements, dse/commands/validate_serving.py).
 
 Without CSV it uses the runs shipped in the package (objectives/catalog/training_runs.csv, with their
 sources). Prints, per source and overall, predicted against measured tokens/s per GPU and the mean
@@ -23,8 +24,13 @@ REQUIRED = ("source_key", "measured_tokens_per_s_per_gpu")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="compare the model with published training runs", description=__doc__)
-    p.add_argument("csv", nargs="?", default=None, help="runs to check (default: training_runs.csv shipped with the package)")
+    p = sub.add_parser("validate", help="compare the model with published training runs (or serving measurements)",
+                       description=__doc__)
+    p.add_argument("csv", nargs="?", default=None,
+                   help="runs to check (default: training_runs.csv, or serving_runs.csv with --kind serving, shipped "
+                        "with the package)")
+    p.add_argument("--kind", choices=("training", "serving"), default="training",
+                   help="training runs (default) or serving measurements (dse/commands/validate_serving.py)")
     p.add_argument("--out", help="write the per-row table (Parquet or .csv)")
     p.add_argument("--calibration", metavar="FILE", help="a calibration file (dse calibrate) instead of the shipped one")
     p.set_defaults(run=run)
@@ -39,6 +45,10 @@ def _coverage() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "kind", "training") == "serving":
+        from dse.commands.validate_serving import run_serving
+
+        return run_serving(args)
     from dse.commands.calibrate import load_calibration
     from objectives.validation import RUNS_PATH, predict, source_of, summarize  # pandas: only this command
 

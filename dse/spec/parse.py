@@ -156,7 +156,8 @@ def parse_spec(
     given = set(workload) | {d.name for d in dimensions} | {k for k, v in mapping.items() if len(v) == 1}
     if "gpu" not in given and _rents_only(workload, dimensions):  # every design rents: its instance names the GPU
         given.add("gpu")
-    for col in vocab.required:
+    serving = {"input_len", "output_len"} <= given  # a serving space (objectives.serving, docs/serving.md)
+    for col in (vocab.serving_required if serving else vocab.required):
         if col not in given:
             where = "workload" if col in ("global_batch", "model") else "cluster"
             ck.fail(f"{where}.{col}", "is required (a fixed value, a list of choices or a range)")

@@ -26,6 +26,8 @@ class Vocabulary:
     #: column renamed for its unit -> what to say ("was renamed 'nic_gbyte_s' (GB/s)")
     renamed_columns: Mapping[str, str] = field(default_factory=dict)
     required: tuple[str, ...] = ("gpu", "n_gpus", "global_batch")
+    #: what a serving space (one whose workload or cluster gives input_len and output_len) must give instead
+    serving_required: tuple[str, ...] = ("gpu", "n_gpus")
 
     def is_text(self, column: str) -> bool:
         """True for a column whose values are names (a catalog id or a label), not numbers."""
@@ -54,7 +56,8 @@ class Vocabulary:
         return cls(
             input_columns=frozenset(inputs),
             metrics=dict(objectives.METRICS),
-            mapping_columns=tuple(objectives.MAPPING_COLUMNS),
+            mapping_columns=tuple(dict.fromkeys(tuple(objectives.MAPPING_COLUMNS)
+                                                + tuple(getattr(objectives, "SERVING_MAPPING_COLUMNS", ())))),
             catalog_ids=ids,
             labels={k: tuple(v) for k, v in CATEGORIES.items()},
             integer_columns=frozenset(getattr(pipeline, "INTEGER_COLUMNS", ())) | {"zero_stage", "sequence_parallel"},

@@ -1,0 +1,95 @@
+"""Rows per second of the serving model on one core, fixed mapping, reported in CPU time.
+
+    python benchmarks/serving_throughput.py [--rows 1000000] [--repeat 3]
+
+Builds a serving design table of N rows (random GPUs, models, precisions, engines, request shapes and
+valid fixed mappings), then times, best of ``--repeat``, in CPU time (``time.process_time``, so that other
+work on the machine does not count):
+
+- ``objectives.evaluate_serving`` end to end: input checks, categorical encoding, catalog expansion, every
+  serving module, the reasons;
+- the serving modules alone on prepared columns (``run_serving``), with the concurrency given (one
+  operating point per row), blank (the largest that fits: one operating point), and blank under a TPOT
+  target (the knee found by bisection: BISECTIONS operating points per row);
+- and the performance modules without the economics.
+
+Pins BLAS and numpy to one thread so the figure is per core (target: 1,000,000 rows per second per core with
+a fixed mapping, issue 15).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import time
+
+import numpy as np
+
+from objectives.serving import SERVING_PERFORMANCE_MODELS, evaluate_serving
+from objectives.serving.evaluate import run_serving
+from objectives.serving.prepare import prepare_serving
+
+MODELS = ["llama3-8b", "llama3-70b", "llama3.3-70b", "llama3.1-405b", "mixtral-8x7b", "qwen3-30b-a3b"]
+GPUS = ["h100-sxm", "h200-sxm", "b200", "gb200"]
+
+
+def design_table(n: int, seed: int = 0, concurrency: bool = True, slo: bool = False) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    tp = rng.choice([1, 2, 4, 8], n).astype(float)
+    table = {
+        "model": np.array(MODELS, dtype=object)[rng.integers(0, len(MODELS), n)],
+        "gpu": np.array(GPUS, dtype=object)[rng.integers(0, len(GPUS), n)],
+        "n_gpus": tp, "tp": tp,
+        "precision": np.array(["bf16", "fp8"], dtype=object)[rng.integers(0, 2, n)],
+        "kv_precision": np.array(["bf16", "fp8"], dtype=object)[rng.integers(0, 2, n)],
+        "engine": np.array(["trtllm", "vllm", "sglang"], dtype=object)[rng.integers(0, 3, n)],
+        "input_len": rng.choice([128, 1000, 2048, 8192], n).astype(float),
+        "output_len": rng.choice([128, 1000, 2048], n).astype(float),
+    }
+    if concurrency:
+        table["concurrency"] = rng.choice([1, 8, 32, 128], n).astype(float)
+    if slo:
+        table["tpot_slo_s"] = rng.choice([0.02, 0.05, 0.1], n)
+    return table
+
+
+def best_of(repeat: int, fn) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    n = args.rows
+    table = design_table(n)
+    evaluate_serving({k: v[:1000] for k, v in table.items()})  # warm the catalog caches
+    figures = {"evaluate_serving end to end (concurrency given)": best_of(args.repeat, lambda: evaluate_serving(table))}
+    _, given = prepare_serving(table)
+    _, largest = prepare_serving(design_table(n, concurrency=False))
+    _, knee = prepare_serving(design_table(n // 10, concurrency=False, slo=True))
+    figures["prepare_serving (checks, catalog)"] = best_of(args.repeat, lambda: prepare_serving(table))
+    figures["serving modules, concurrency given"] = best_of(args.repeat, lambda: run_serving(given))
+    figures["performance modules, concurrency given"] = best_of(
+        args.repeat, lambda: run_serving(given, models=SERVING_PERFORMANCE_MODELS))
+    figures["serving modules, largest that fits"] = best_of(args.repeat, lambda: run_serving(largest))
+    knee_s = best_of(args.repeat, lambda: run_serving(knee))
+    print(f"{n:,} serving rows, one core, CPU time (best of {args.repeat})")
+    for name, seconds in figures.items():
+        print(f"  {name:<50} {seconds:7.3f} s  {n / seconds:>12,.0f} rows/s")
+    print(f"  {'serving modules, TPOT target (knee by bisection)':<50} {knee_s:7.3f} s  {n // 10 / knee_s:>12,.0f} rows/s"
+          f"  ({n // 10:,} rows)")
+
+
+if __name__ == "__main__":
+    main()

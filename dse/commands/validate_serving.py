@@ -1,0 +1,65 @@
+"""`dse validate --kind serving [CSV]`: the serving model against published serving measurements.
+
+Without CSV it uses the measurements shipped in the package (objectives/catalog/serving_runs.csv, with
+their sources in serving_runs.md). Prints per source and per GPU the error of output tokens/s per GPU, of
+TPOT (mean inter-token latency) and TTFT where the source measured them, and the headline figures: the
+mean absolute percentage error of output tokens/s per GPU with every source weighing the same, and of TPOT
+on the online rows.
+"""
+
+from __future__ import annotations
+
+from dse.errors import UserError
+from dse.tables import describe_input_error, read_table, write_table
+from objectives import InputError
+
+__all__ = ["run_serving"]
+
+REQUIRED = ("source_key", "measured_output_tokens_per_s_per_gpu", "input_len", "output_len")
+
+
+def _pct(v) -> str:
+    return "     -" if v != v else f"{v:>6.1%}"
+
+
+def run_serving(args) -> int:
+    from objectives.serving.validation import RUNS_PATH, predict, summarize  # pandas: only this command
+
+    path = args.csv or str(RUNS_PATH)
+    runs = read_table(path)
+    missing = [c for c in REQUIRED if c not in runs.columns]
+    if missing:
+        raise UserError(f"missing column(s) {', '.join(missing)}; a serving runs table needs serving design-table "
+                        f"columns plus {', '.join(REQUIRED)}", where=path)
+    if "include" in runs.columns:
+        runs = runs[runs["include"] == 1].reset_index(drop=True)
+    if runs.empty:
+        raise UserError("has no included runs", where=path)
+    try:
+        result = predict(runs)
+    except InputError as exc:
+        raise describe_input_error(exc, path) from None
+    s = summarize(result)
+    print(f"{len(result)} published serving measurements from {len(s.per_source)} sources ({path})")
+    print()
+    header = (f"{'source':<27} {'gpu':<14} {'rows':>5} {'measured':>9} {'predicted':>9} {'MAPE':>6} {'bias':>7} "
+              f"{'TPOT':>6} {'TTFT':>6}")
+    print(header)
+    print("-" * len(header))
+    for source, row in s.per_source.iterrows():
+        mine = result[result["source_key"] == source]
+        for gpu, part in mine.groupby("gpu"):
+            print(f"{source:<27} {gpu:<14} {len(part):>5} {part['measured_output_tokens_per_s_per_gpu'].median():>9.0f} "
+                  f"{part['predicted_output_tokens_per_s_per_gpu'].median():>9.0f} {part['tokens_ape'].mean():>6.1%} "
+                  f"{part['tokens_error'].mean():>+7.1%} {_pct(part['tpot_ape'].mean())} {_pct(part['ttft_ape'].mean())}")
+        print(f"{source:<27} {'all':<14} {int(row['rows']):>5} {'':>9} {'':>9} {row['mape']:>6.1%} {row['bias']:>+7.1%} "
+              f"{_pct(row['tpot_mape'])} {_pct(row['ttft_mape'])}")
+    print("-" * len(header))
+    print(f"MAPE of output tokens/s per GPU: {s.mape_source_weighted:.1%} with each source weighing the same, "
+          f"{s.mape_row_weighted:.1%} over rows; TPOT on the {s.online_rows} online rows (mean ITL at a fixed "
+          f"request rate): {s.tpot_mape_online:.1%}, TTFT {s.ttft_mape_online:.1%}")
+    print("(measured and predicted: median output tokens/s per GPU; TPOT and TTFT: MAPE where the source measured them)")
+    if args.out:
+        write_table({c: result[c].to_numpy() for c in result.columns}, args.out)
+        print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,202 @@
+"""Continuous batching with chunked prefill at steady state: step mix, latencies and throughput.
+
+A fluid model of the schedulers of TensorRT-LLM (in-flight batching with chunked context), vLLM V1 and
+SGLang (chunked prefill), as Sarathi-Serve (Agrawal et al. OSDI'24) describes them: every step runs each
+decoding request's next token and, within the step's token budget C (``token_budget``), prefill tokens of
+requests that have just arrived. With B requests in flight per instance over pp pipeline stages (pp
+micro-batches of b = B / pp requests each, one per stage at a time, as TensorRT-LLM pipelines), a request
+spends n_p steps in prefill (ceil(ISL / chunk)) and OSL - 1 in decode, so each step completes
+
+    r = min(b / (OSL - 1 + n_p), C / (ISL + OSL - 1))     requests (the second term: the budget binds)
+
+and carries D = r (OSL - 1) decode tokens and r ISL prefill tokens on average. Prefill arrives in chunks
+of P_c = min(max(ISL, r ISL), C - D) tokens: a share f = r ISL / P_c of the steps is mixed (decode plus one
+chunk), the others decode-only (objectives.serving.step times each). Then
+
+    step  = f T(D, P_c) + (1 - f) T(D, 0);     TPOT = pp x step (each token crosses every stage)
+    output tokens/s per instance = r OSL / step;     TTFT = pp (step / 2 + n_res T(D, P_c))
+
+with n_res = (b - D) / r steps in prefill (Little's law on the prefill phase; n_p unless the budget binds)
+and half a step of waiting for the step under way. TTFT leaves out waiting for admission: an offline
+benchmark that queues every request at once (trtllm-bench) reports minutes of queueing, which no
+steady-state deployment has. E2E = TTFT + (OSL - 1) TPOT (inference-measurements.md 3.1).
+
+The operating point (``concurrency``): given; or, with ``request_rate_per_s`` (over the deployment's
+``replicas``), the B at which the instance completes its share of the requests, found by bisection
+(throughput rises with B; Little's law, B = rate x E2E, holds at that point by construction), saturated at
+``max_concurrency`` where the rate exceeds what it can serve; or, blank, the largest B up to
+``max_concurrency`` meeting ``ttft_slo_s`` and ``tpot_slo_s`` (both rise with B), by bisection on log B.
+With a request rate and no replicas, the deployment gets as many instances as the rate needs at that
+largest B.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.base import Model
+from objectives.serving.disaggregated import PREFILL_MAPPING, DisaggregatedPools
+from objectives.serving.memory import ServingMemory
+from objectives.serving.step import STEP_COLUMNS, StepModel
+
+__all__ = ["ServingBatching", "operating_point", "BISECTIONS"]
+
+#: bisection steps of the concurrency searches (log-spaced: 2^16 requests to 1 in 1/1000 of an octave)
+BISECTIONS = 24
+
+
+def operating_point(step: StepModel, c, concurrency) -> dict[str, np.ndarray]:
+    """Step mix, latencies and throughput of one instance at ``concurrency`` requests in flight (module doc).
+
+    Under attention data parallelism (``attn_dp`` groups) each group has its own budget and schedules its
+    own requests: the instance's budget is attn_dp x C, a group's chunk has the room its budget leaves
+    beside its share of the decodes, and each group carries a chunk in a share p = r ISL / (attn_dp chunk)
+    of the steps, independently of the others (TensorRT-LLM's attention-DP balancing, which would align
+    them, is off by default: ``attention_dp_config.enable_balance``). A step waits for its slowest group
+    (the expert all-gather joins them), so a share 1 - (1 - p)^attn_dp of the steps runs at the mixed
+    step's pace."""
+    isl, osl, pp, groups = c["input_len"], c["output_len"], c["pp"], c["attn_dp"]
+    budget = c["token_budget"]
+    total = budget * groups
+    b = np.maximum(concurrency, 1e-9) / pp
+    decode_steps = osl - 1.0
+    n_p = np.maximum(np.ceil(isl / budget), 1.0)
+    r = np.minimum(b / (decode_steps + n_p), total / (isl + decode_steps))
+    for _ in range(2):  # the chunk, with the room the decodes leave, then the steps a prompt takes
+        dec = r * decode_steps
+        room = np.maximum(budget - dec / groups, 1.0)
+        chunk = np.minimum(np.maximum(isl, r * isl / groups), room)
+        n_p = np.maximum(np.ceil(isl / chunk), 1.0)
+        r = np.minimum(b / (decode_steps + n_p), total / (isl + decode_steps))
+    dec = r * decode_steps
+    chunk = np.minimum(np.maximum(isl, r * isl / groups), np.maximum(budget - dec / groups, 1.0))
+    mixed_frac = 1.0 - (1.0 - np.minimum(r * isl / (groups * chunk), 1.0)) ** groups
+    t_mixed = step.time(dec, chunk, mixed=True)
+    t_decode = step.time(dec, 0.0, mixed=False)
+    t_step = mixed_frac * t_mixed + (1.0 - mixed_frac) * t_decode
+    in_prefill = np.maximum(b / r - decode_steps, n_p)
+    ttft = pp * (0.5 * t_step + in_prefill * t_mixed)
+    tpot = pp * t_step
+    return {"t_step": t_step, "t_mixed": t_mixed, "t_decode": t_decode, "mixed_frac": mixed_frac, "dec": dec,
+            "chunk": chunk, "ttft": ttft, "tpot": tpot, "requests_per_s": r / t_step, "tokens_per_s": r * osl / t_step}
+
+
+def _bisect(lo, hi, ok, steps=BISECTIONS):
+    """The largest x in [lo, hi] (log scale) with ok(x) True, ok rising to False; lo where ok(lo) is False."""
+    lo, hi = np.log(lo), np.log(np.maximum(hi, lo))
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        good = ok(np.exp(mid))
+        lo, hi = np.where(good, mid, lo), np.where(good, hi, mid)
+    return np.exp(lo)
+
+
+class ServingBatching(Model):
+    requires = tuple(dict.fromkeys(STEP_COLUMNS + ServingMemory.requires + tuple(PREFILL_MAPPING) + (
+        "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
+        "n_gpus", "serving", "kv_bytes_per_token")))
+    provides = {
+        "concurrency": "requests; requests in flight per instance at the operating point",
+        "ttft_s": "s; time to first token at steady state (no admission queueing)",
+        "tpot_s": "s; time per output token (mean inter-token latency)",
+        "e2e_latency_s": "s; a request's latency, ttft_s + (output_len - 1) x tpot_s",
+        "tokens_per_s_per_user": "tokens/s; one request's output rate, 1 / tpot_s",
+        "output_tokens_per_s_instance": "tokens/s; output tokens per second of one instance",
+        "output_tokens_per_s": "tokens/s; output tokens per second of the deployment (replicas instances)",
+        "output_tokens_per_s_per_gpu": "tokens/s; output tokens per second per GPU",
+        "requests_per_s": "requests/s; requests the deployment completes per second",
+        "replicas_used": "count; instances of the deployment (replicas, or sized from request_rate_per_s)",
+        "step_time_s": "s; mean step of one pipeline stage (decode-only and mixed steps)",
+        "step_time_decode_s": "s; a decode-only step",
+        "step_time_mixed_s": "s; a step with a prefill chunk",
+        "mixed_step_frac": "ratio; share of steps carrying a prefill chunk",
+        "decode_tokens_per_step": "tokens; decode tokens per step over one stage's micro-batch",
+        "prefill_chunk_tokens": "tokens; prefill tokens in a mixed step",
+        "saturated": "flag; 1 where the offered request rate exceeds what the instances serve at max_concurrency",
+        "con_slo": "ratio; the worse of ttft_s / ttft_slo_s and tpot_s / tpot_slo_s, minus 1 (> 0: a target missed)",
+        "con_concurrency": "requests; concurrency minus max_concurrency (> 0: its KV cache does not fit)",
+        "prefill_instances_per_decode": "ratio; disaggregated: prefill instances a decode instance needs (rate "
+                                        "matching; 0 aggregated)",
+        "prefill_gpus": "count; disaggregated: GPUs of the deployment's prefill instances (0 aggregated)",
+        "kv_transfer_s": "s; disaggregated: one prompt's KV from its prefill instance to its decode instance (0 aggregated)",
+        "con_prefill_memory": "GB; disaggregated: the prefill instance's KV for one step's prompts minus its capacity "
+                              "(> 0: it does not fit)",
+        "con_prefill_layout": "flag; disaggregated: 1 where the prefill instance's mapping cannot lay out",
+    }
+
+    def __init__(self, step_factory=StepModel):
+        self.step_factory = step_factory
+
+    def compute(self, c, cal):
+        step = self.step_factory(c, cal)
+        cap = np.maximum(c["max_concurrency"], 1.0)
+        ttft_slo = np.where(np.isnan(c["ttft_slo_s"]), np.inf, c["ttft_slo_s"])
+        tpot_slo = np.where(np.isnan(c["tpot_slo_s"]), np.inf, c["tpot_slo_s"])
+        given = ~np.isnan(c["concurrency"])
+        rate = c["request_rate_per_s"]
+        by_rate = ~given & ~np.isnan(rate)
+        replicas_given = ~np.isnan(c["replicas"])
+
+        disaggregated = c["serving"] == 1
+        pools = DisaggregatedPools(c, cal, step) if np.any(disaggregated) else None
+
+        def point(x):
+            """The operating point at concurrency x: aggregated, or disaggregated where the row is."""
+            op = operating_point(step, c, x)
+            if pools is None:
+                return op
+            other = pools.operating_point(x)
+            return {k: np.where(disaggregated, other[k], op[k]) for k in op} | \
+                {"ratio": np.where(disaggregated, other["ratio"], 0.0), "gpus": np.where(disaggregated, other["gpus"],
+                                                                                        c["n_gpus"])}
+
+        def meets(b):
+            op = point(b)
+            return (op["ttft"] <= ttft_slo) & (op["tpot"] <= tpot_slo)
+
+        searched = ~given & ~(by_rate & replicas_given)
+        best = cap
+        if np.any(searched & (np.isfinite(ttft_slo) | np.isfinite(tpot_slo))):
+            best = np.where(meets(cap), cap, np.maximum(np.floor(_bisect(1.0, cap, meets)), 1.0))
+        replicas = np.where(replicas_given, c["replicas"], 1.0)
+        if np.any(by_rate & ~replicas_given):  # sized: instances the rate needs at the best concurrency
+            at_best = point(best)["requests_per_s"]
+            replicas = np.where(by_rate & ~replicas_given, np.maximum(np.ceil(rate / at_best), 1.0), replicas)
+        b = np.where(given, c["concurrency"], best)
+        saturated = np.zeros(np.shape(b), dtype=bool)
+        if np.any(by_rate):
+            share = rate / replicas  # each instance's requests per second
+            saturated = by_rate & (point(cap)["requests_per_s"] < share)
+            at_rate = _bisect(1e-3, cap, lambda x: point(x)["requests_per_s"] <= share)
+            b = np.where(by_rate, np.where(saturated, cap, at_rate), b)
+        op = point(b)
+        ratio, gpus = op.get("ratio", 0.0), op.get("gpus", c["n_gpus"])
+        tokens = op["tokens_per_s"] * replicas
+        zero = np.zeros(np.shape(b))
+        slo = np.maximum(op["ttft"] / ttft_slo, op["tpot"] / tpot_slo) - 1.0
+        return {
+            "concurrency": b,
+            "ttft_s": op["ttft"],
+            "tpot_s": op["tpot"],
+            "e2e_latency_s": op["ttft"] + (c["output_len"] - 1.0) * op["tpot"],
+            "tokens_per_s_per_user": 1.0 / op["tpot"],
+            "output_tokens_per_s_instance": op["tokens_per_s"],
+            "output_tokens_per_s": tokens,
+            "output_tokens_per_s_per_gpu": op["tokens_per_s"] / gpus,
+            "requests_per_s": op["requests_per_s"] * replicas,
+            "replicas_used": replicas,
+            "step_time_s": op["t_step"],
+            "step_time_decode_s": op["t_decode"],
+            "step_time_mixed_s": op["t_mixed"],
+            "mixed_step_frac": op["mixed_frac"],
+            "decode_tokens_per_step": op["dec"],
+            "prefill_chunk_tokens": op["chunk"],
+            "saturated": saturated.astype(np.float64),
+            "con_slo": slo,
+            "con_concurrency": b - c["max_concurrency"],
+            "prefill_instances_per_decode": zero + ratio,
+            "prefill_gpus": zero if pools is None else np.maximum(np.ceil(replicas * ratio - 1e-9), 0.0) * pools.p["n_gpus"],
+            "kv_transfer_s": zero if pools is None else np.where(disaggregated, pools.transfer, 0.0),
+            "con_prefill_memory": zero - 1.0 if pools is None else np.where(disaggregated, pools.con_memory, -1.0),
+            "con_prefill_layout": zero if pools is None else np.where(disaggregated, pools.con_layout, 0.0),
+        }

@@ -1,0 +1,97 @@
+"""Disaggregated serving (``serving: disaggregated``): prefill and decode on pools of their own, rate-matched.
+
+Prefill is compute-bound and decode bandwidth- and capacity-bound; colocated, prompts interrupt decodes and
+one mapping serves both (DistServe, OSDI'24; Splitwise, ISCA'24; TensorRT-LLM disaggregated serving, blog 5).
+Disaggregated, a row's mapping (``n_gpus``, ``tp``, ``pp``, ``ep``, ``attn_dp``) is a *decode* instance's and
+``prefill_n_gpus``, ``prefill_tp``, ``prefill_pp``, ``prefill_ep``, ``prefill_attn_dp`` a *prefill* instance's
+(blank: the decode instance's). Per decode instance at concurrency B (b = B / pp per micro-batch):
+
+- decode runs decode-only steps of b tokens (objectives.serving.step): r = b / (OSL - 1) requests complete a
+  step, TPOT = pp x T_decode, X_d = r / T_decode requests per second, OSL tokens each (the first comes from
+  the prefill);
+- a prefill instance runs prefill-only steps, each of its attention groups taking as many whole prompts as
+  its token budget holds (a longer prompt in chunks of the budget): X_p = attn_dp x (prompts a step) /
+  T_prefill requests per second; a prompt's time to its first token pp x n_chunks x T_prefill, plus half a
+  step of waiting for the batch under way;
+- the KV of a prompt, kv_bytes_per_token x ISL, moves to the decode instance over NVLink where both fit in one
+  NVLink domain, over the scale-out NICs otherwise, in parallel over min(prefill, decode) GPUs
+  (inference-measurements.md 2.3; overlapped with other requests' compute, as TensorRT-LLM, SGLang and
+  Mooncake do, so it adds to TTFT, not to the steps);
+- rate matching (TensorRT-LLM blog 5; inference-measurements.md 3.3): X_d / X_p prefill instances per decode
+  instance, and output tokens/s per GPU = X_d OSL / (n_decode + X_d / X_p n_prefill); a deployment of
+  ``replicas`` decode instances has ceil(replicas X_d / X_p) prefill instances.
+
+TTFT = prefill + KV transfer + half a decode step (admission into the running batch). Not modelled: a
+prefill pool's own concurrency search or a mapping search of the prefill instance (blank cells take the
+decode instance's), queueing at the prefill pool beyond the fluid steady state, heterogeneous pools (another
+GPU for prefill).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.collectives import Tiers
+from objectives.serving.memory import ServingMemory
+from objectives.serving.step import StepModel
+
+__all__ = ["PREFILL_MAPPING", "prefill_columns", "DisaggregatedPools"]
+
+#: the prefill instance's mapping columns and the decode instance's column each defaults to
+PREFILL_MAPPING = {"prefill_n_gpus": "n_gpus", "prefill_tp": "tp", "prefill_pp": "pp", "prefill_ep": "ep",
+                   "prefill_attn_dp": "attn_dp"}
+_MEMORY = ServingMemory()
+
+
+def prefill_columns(c) -> dict:
+    """The columns as a prefill instance sees them: its own mapping (the decode instance's where blank)."""
+    out = dict(c)
+    for name, decode in PREFILL_MAPPING.items():
+        given = c[name]
+        out[decode] = np.where(np.isnan(given), c[decode], given)
+    return out
+
+
+class DisaggregatedPools:
+    """The prefill pool's constants (its step, its memory) and the disaggregated operating point."""
+
+    def __init__(self, c, cal, decode: StepModel):
+        p = prefill_columns(c)
+        memory = _MEMORY.compute(p, cal)
+        p.update(memory)
+        self.prefill = StepModel(p, cal)
+        self.decode = decode
+        self.c, self.p = c, p
+        budget = memory["token_budget"]
+        isl = c["input_len"]
+        self.prompts = np.maximum(np.floor(budget / isl), 1.0)  # whole prompts a group's step takes
+        self.chunk = np.minimum(self.prompts * isl, budget)  # prefill tokens of a group's step
+        self.n_chunks = np.maximum(np.ceil(isl / budget), 1.0)
+        # the prefill instance holds the KV of the prompts it is working on: at least one budget's worth
+        self.con_memory = (self.chunk * memory["kv_bytes_per_token_gpu"] / 1e9 - memory["kv_cache_gb"]) \
+            * (c["serving"] == 1)
+        self.con_layout = memory["con_layout"] * (c["serving"] == 1)
+        kv = c["kv_bytes_per_token"] * isl  # bytes of one prompt's KV (full-attention layers)
+        lanes = np.minimum(p["n_gpus"], c["n_gpus"])
+        inside = p["n_gpus"] + c["n_gpus"] <= c["scaleup_size"]
+        tiers = Tiers(size=c["scaleup_size"], bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.base.scaleup_eff,
+                      bw_out=c["nic_gbyte_s"] * 1e9 * cal.base.scaleout_eff * c["net_eff_rel"], lat_up=0.0,
+                      lat_out=cal.base.scaleout_latency_s)
+        self.transfer = np.where(inside, kv / (lanes * tiers.bw_up) + cal.base.scaleup_latency_s,
+                                 kv / (lanes * tiers.bw_out) + cal.base.scaleout_latency_s)
+
+    def operating_point(self, concurrency) -> dict[str, np.ndarray]:
+        """Latencies and throughput per decode instance at ``concurrency`` decoding requests (module doc)."""
+        c, p = self.c, self.p
+        osl = c["output_len"]
+        b = np.maximum(concurrency, 1e-9) / c["pp"]
+        r = b / np.maximum(osl - 1.0, 1e-9)
+        t_decode = self.decode.time(b, 0.0, mixed=False)
+        t_prefill = self.prefill.time(0.0, self.chunk, mixed=True)
+        x_d = r / t_decode
+        x_p = p["attn_dp"] * self.prompts / (self.n_chunks * t_prefill)
+        ratio = x_d / x_p
+        ttft = p["pp"] * self.n_chunks * t_prefill + 0.5 * t_prefill + self.transfer + 0.5 * t_decode
+        return {"t_step": t_decode, "t_mixed": t_prefill, "t_decode": t_decode, "mixed_frac": np.zeros_like(t_decode),
+                "dec": b, "chunk": self.chunk, "ttft": ttft, "tpot": c["pp"] * t_decode, "requests_per_s": x_d,
+                "tokens_per_s": x_d * osl, "ratio": ratio, "gpus": c["n_gpus"] + ratio * p["n_gpus"]}

@@ -1,0 +1,87 @@
+"""Evaluate a serving design table: the modules in data-flow order over prepared columns, in chunks.
+
+``evaluate_serving(table)`` is the serving counterpart of ``objectives.evaluate``: the input columns
+broadcast, plus every serving metric (:data:`SERVING_METRICS`) and ``infeasible_reason``; it never mutates
+its input and marks infeasible rows rather than raising (bad *input* raises InputError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from objectives.base import Model
+from objectives.serving.batching import ServingBatching
+from objectives.serving.economics import ServingEconomics
+from objectives.serving.engines import ServingCalibration
+from objectives.serving.memory import ServingMemory
+from objectives.serving.prepare import SERVING_CATEGORIES, prepare_serving
+from objectives.serving.reasons import ServingFeasible, serving_infeasible_reason
+from objectives.table import Columns, is_constant
+from objectives.transformer import TransformerMath
+
+__all__ = ["SERVING_MODELS", "SERVING_PERFORMANCE_MODELS", "SERVING_METRICS", "evaluate_serving", "run_serving"]
+
+#: the serving performance model: transformer arithmetic, memory and KV capacity, batching and latency
+SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (TransformerMath(), ServingMemory(), ServingBatching(), ServingFeasible())
+#: and the deployment's economics
+SERVING_MODELS: tuple[Model, ...] = SERVING_PERFORMANCE_MODELS + (ServingEconomics(),)
+CHUNK_ROWS = 1 << 15
+
+
+def _metrics() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for model in SERVING_MODELS:
+        out.update(model.provides)
+    out["infeasible_reason"] = "text; why the serving row is infeasible, 'kind: constraint, by how much' ('' where feasible)"
+    return out
+
+
+#: every output column of the serving model -> 'unit; meaning'
+SERVING_METRICS: dict[str, str] = _metrics()
+
+
+def run_serving(floats: Columns, cal: ServingCalibration | None = None,
+                models: tuple[Model, ...] = SERVING_MODELS) -> Columns:
+    """Run ``models`` over prepared float columns, in chunks of CHUNK_ROWS rows that keep every temporary
+    in cache (a constant column enters each chunk as its one value); inputs plus outputs (new dict)."""
+    cal = cal or ServingCalibration.load()
+    n = max(len(v) for v in floats.values())
+    if n <= CHUNK_ROWS:
+        work = dict(floats)
+        for model in models:
+            work.update(model.compute(work, cal))
+        return {k: np.broadcast_to(v, (n,)) if np.ndim(v) == 0 or len(v) != n else v for k, v in work.items()}
+    out: Columns = dict(floats)
+    columns: Columns = {}
+    for lo in range(0, n, CHUNK_ROWS):
+        rows = min(CHUNK_ROWS, n - lo)
+        work = {k: v[:1] if is_constant(v) else v[lo:lo + rows] for k, v in floats.items()}
+        for model in models:
+            work.update(model.compute(work, cal))
+        if not columns:  # the first chunk shows the outputs and their types
+            outputs = {k for model in models for k in model.provides}
+            columns = {k: np.empty(n, dtype=np.asarray(work[k]).dtype) for k in outputs}
+            out.update(columns)
+        for k, column in columns.items():
+            column[lo:lo + rows] = np.broadcast_to(work[k], (rows,))
+    return out
+
+
+def evaluate_serving(table: Mapping[str, object], cal: ServingCalibration | None = None,
+                     models: tuple[Model, ...] = SERVING_MODELS) -> Columns:
+    """Every serving metric of every row of ``table`` (module doc)."""
+    user, floats = prepare_serving(table)
+    work = run_serving(floats, cal, models)
+    out = dict(user)
+    outputs = {name for model in models for name in model.provides}
+    for name, value in work.items():
+        if name not in user or name in outputs:
+            out[name] = value
+    for name in SERVING_CATEGORIES:
+        if name in user:
+            out[name] = user[name]
+    if "feasible" in work:
+        out["infeasible_reason"] = serving_infeasible_reason(work)
+    return out

@@ -1,0 +1,189 @@
+"""The serving design table at the boundary: columns, defaults, catalog expansion and input checks.
+
+A serving table is a design table with ``input_len`` and ``output_len`` (tokens in and out per request).
+It names a model and a GPU as a training table does (catalog ids, any field overridable), and how one
+model instance runs: ``n_gpus`` GPUs per instance as ``tp`` x ``attn_dp`` x ``pp`` (tensor parallel ranks of
+each attention data-parallel group, attention data-parallel groups, pipeline stages), ``ep`` expert
+parallel ranks over the tp x attn_dp GPUs of a stage (the rest of their product splits each expert), the
+weights' ``precision`` and the ``kv_precision`` of the KV cache, the ``engine``, and the load:
+``concurrency`` (requests in flight per instance; blank: the largest that fits and meets the targets) or
+``request_rate_per_s`` (requests per second over the deployment's ``replicas`` instances: the concurrency
+then follows from Little's law), ``ttft_slo_s`` and ``tpot_slo_s`` (blank: no target). ``max_batch_size``
+and ``max_num_tokens`` override the engine's defaults (blank: objectives.serving.engines). ``serving``
+``disaggregated`` adds a prefill instance (``prefill_n_gpus``, ``prefill_tp``, ... : objectives.serving.disaggregated).
+
+What the training model needs and serving does not describe (global batch, micro-batch, recompute, ZeRO)
+is not read. ``seq_len`` is set to ``input_len + output_len`` (the longest context a request reaches).
+Bad input raises :class:`objectives.InputError` naming the row and column, as the training table does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from objectives import catalog
+from objectives.pipeline import DEFAULTS as TRAINING_DEFAULTS
+from objectives.pipeline import _all_at_least, _all_whole, _bad_row, _check_architecture, _distinct, _fill
+from objectives.renamed import check_renamed
+from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
+
+__all__ = ["SERVING_DEFAULTS", "SERVING_REQUIRED", "SERVING_INPUTS", "SERVING_CATEGORIES", "is_serving_table",
+           "prepare_serving"]
+
+#: the categorical columns a serving row may set
+SERVING_CATEGORIES = ("precision", "kv_precision", "engine", "serving", "ffn_kind", "attn_window_kind", "cost_mode",
+                      "instance", "pricing")
+#: what an absent or blank optional column means (NaN: derived by the model)
+SERVING_DEFAULTS: dict[str, float] = {
+    **{k: v for k, v in TRAINING_DEFAULTS.items() if k not in ("cp", "vp", "zero_stage", "recompute", "stack", "dropout",
+                                                               "train_tokens", "pp_first_layers", "pp_last_layers",
+                                                               "ckpt_mode", "ckpt_every_s", "storage_units_min",
+                                                               "dataset_tb")},
+    "pp": 1.0, "ep": 1.0, "attn_dp": 1.0, "kv_precision": 0.0, "engine": 0.0, "serving": 0.0, "replicas": np.nan,
+    "concurrency": np.nan, "request_rate_per_s": np.nan, "ttft_slo_s": np.nan, "tpot_slo_s": np.nan,
+    "max_batch_size": np.nan, "max_num_tokens": np.nan, "kv_mem_frac": np.nan,
+    # MoE under attention data parallelism: 0 all-gather and reduce-scatter (the engines' default), 1 all-to-all
+    "moe_all_to_all": 0.0,
+    # disaggregated serving: the prefill instance's mapping (blank: the decode instance's; objectives/serving/disaggregated.py)
+    "prefill_n_gpus": np.nan, "prefill_tp": np.nan, "prefill_pp": np.nan, "prefill_ep": np.nan, "prefill_attn_dp": np.nan,
+}
+#: columns every serving row needs after catalog expansion, with the smallest valid value
+SERVING_REQUIRED: dict[str, float] = {
+    "n_gpus": 1, "input_len": 1, "output_len": 1, "tp": 1,
+    "n_layers": 1, "d_model": 1, "n_heads": 1, "d_ff": 1, "vocab_size": 1,
+    "gpu_bf16_tflop_s": 0, "gpu_gemm_eff_bf16": 0, "gpu_hbm_gb": 0, "gpu_hbm_tbyte_s": 0,
+    "scaleup_size": 1, "scaleup_gbyte_s": 0, "nic_gbyte_s": 0,
+}
+_INTEGERS = ("n_gpus", "input_len", "output_len", "tp", "pp", "ep", "attn_dp", "replicas", "max_batch_size",
+             "prefill_n_gpus", "prefill_tp", "prefill_pp", "prefill_ep", "prefill_attn_dp",
+             "max_num_tokens", "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "attn_window")
+#: optional numeric columns that must be > 0 where given
+_POSITIVE = ("concurrency", "request_rate_per_s", "ttft_slo_s", "tpot_slo_s", "max_batch_size", "max_num_tokens",
+             "kv_mem_frac")
+#: every column a serving table may set
+SERVING_INPUTS: frozenset[str] = frozenset(
+    set(SERVING_REQUIRED) | set(SERVING_DEFAULTS) | set(catalog.GPU_FIELDS) | set(catalog.MODEL_FIELDS)
+    | set(catalog.NETWORK_FIELDS) | set(SERVING_CATEGORIES) | {"model", "gpu", "network", "d_head"}
+)
+
+
+def is_serving_table(table: Mapping[str, object]) -> bool:
+    """A table is a serving table where it has both ``input_len`` and ``output_len`` columns."""
+    return "input_len" in table and "output_len" in table
+
+
+def _check_numbers(user: Columns) -> None:
+    """InputError for a numeric serving column holding text that is not a number; blank text -> NaN."""
+    for name in (set(SERVING_REQUIRED) | set(SERVING_DEFAULTS) | set(_INTEGERS)) - set(CATEGORIES):
+        value = user.get(name)
+        if value is None or value.dtype.kind in "iufb":
+            continue
+        import pandas as pd  # only for a column of text or objects
+
+        raw = pd.Series(value[:1] if is_constant(value) else value, dtype=object)
+        blank = raw.isna() | raw.astype(str).str.strip().isin(("", "nan", "NaN", "None"))
+        as_num = pd.to_numeric(raw.where(~blank, np.nan), errors="coerce")
+        row = _bad_row((as_num.isna() & ~blank).to_numpy())
+        if row is not None:
+            raise InputError(f"'{raw.iloc[row]}' is not a number", column=name, row=row)
+        cells = as_num.to_numpy(dtype=np.float64)
+        user[name] = np.broadcast_to(cells, value.shape) if is_constant(value) else cells
+
+
+def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
+    """(user columns broadcast, model inputs as float arrays) of a serving table; InputError on bad input."""
+    check_renamed(table)
+    user = as_columns(table)
+    _check_numbers(user)
+    user = catalog.label_instances(user)  # a renting row's GPU, fabric and cost mode are its instance's
+    cols: Columns = dict(user)
+    for name in SERVING_CATEGORIES:
+        if name in cols:
+            cols[name] = encode(name, cols[name])
+    cols = catalog.expand(cols)
+    n = len(next(iter(cols.values()))) if cols else 0
+    floats: Columns = {}
+    for name, value in cols.items():
+        if value.dtype.kind in "iufb":
+            floats[name] = value.astype(np.float64, copy=False)
+        elif value.dtype == object and name not in ("model", "gpu", "network", "storage"):
+            try:
+                floats[name] = np.asarray(value, dtype=np.float64)
+            except (TypeError, ValueError):
+                pass  # a label column carried through (notes, a source)
+    for name in SERVING_REQUIRED:
+        if name not in floats:
+            where = " and the catalog" if name.startswith(("gpu_", "scale", "nic")) else ""
+            raise InputError(f"is required in a serving table (missing from the table{where})", column=name)
+    for name, default in SERVING_DEFAULTS.items():
+        if name not in floats:
+            floats[name] = np.broadcast_to(np.float64(default), (n,))
+        elif not np.isnan(default):
+            floats[name] = _fill(floats[name], default)
+    heads = floats["n_heads"]
+    floats["n_kv_heads"] = _fill(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
+    if "d_head" not in floats or np.isnan(_distinct(floats["d_head"])).any():
+        per_head = floats["d_model"] / np.maximum(floats["n_heads"], 1.0)
+        floats["d_head"] = _fill(floats["d_head"], per_head) if "d_head" in floats else per_head
+    floats["seq_len"] = floats["input_len"] + floats["output_len"]
+    _check_values(floats)
+    _check_architecture(floats)
+    _check_mapping(floats)
+    return user, floats
+
+
+def _check_values(floats: Columns) -> None:
+    """Required columns finite and at least their minimum; integer columns whole; optional ones > 0."""
+    for name, low in SERVING_REQUIRED.items():
+        v = _distinct(floats[name])
+        if _all_at_least(v, low):
+            continue
+        row = _bad_row(~((v > 0) if low == 0 else (v >= low)) | (v == np.inf))
+        if row is not None:
+            what = "missing" if np.isnan(v[row]) else f"{v[row]:g}"
+            raise InputError(f"{what} is not valid; needs a finite number >= {low}" + (" (> 0)" if low == 0 else ""),
+                             column=name, row=row)
+    for name in _INTEGERS:
+        v = _distinct(floats[name])
+        given = v[np.isfinite(v)]
+        if _all_whole(given):
+            continue
+        row = _bad_row(np.isfinite(v) & ((v != np.floor(v)) | (v < 0)))
+        raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
+    for name in _POSITIVE:
+        v = _distinct(floats[name])
+        row = _bad_row(~np.isnan(v) & ~((v > 0) & (v < np.inf)))
+        if row is not None:
+            raise InputError(f"{v[row]:g} is not valid; needs a number > 0 (or blank)", column=name, row=row)
+    for name in ("pp", "ep", "attn_dp", "replicas"):
+        v = _distinct(floats[name])
+        row = _bad_row(~(v >= 1) & ~((name == "replicas") & np.isnan(v)))
+        if row is not None:
+            raise InputError(f"{v[row]:g} is not valid; needs a whole number >= 1", column=name, row=row)
+    frac = _distinct(floats["kv_mem_frac"])
+    row = _bad_row(frac > 1)
+    if row is not None:
+        raise InputError(f"{frac[row]:g} is not a share of memory (0 to 1)", column="kv_mem_frac", row=row)
+
+
+def _check_mapping(floats: Columns) -> None:
+    """The instance's GPUs are tp x attn_dp x pp, and a disaggregated row's prefill instance's likewise."""
+    t, d, p, n = (_distinct(floats[k]) for k in ("tp", "attn_dp", "pp", "n_gpus"))
+    row = _bad_row(t * d * p != n)
+    if row is not None:
+        raise InputError(f"tp*attn_dp*pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = {t[row] * d[row] * p[row]:g} is not "
+                         f"n_gpus = {n[row]:g} (n_gpus counts the GPUs of one model instance; replicas adds instances)",
+                         column="n_gpus", row=row)
+    # the prefill instance of a disaggregated row: its blank cells are the decode instance's
+    def prefill(name, decode):
+        v = _distinct(floats[name])
+        return np.where(np.isnan(v), _distinct(floats[decode]), v)
+
+    t, d, p, n = (prefill(f"prefill_{k}", k) for k in ("tp", "attn_dp", "pp", "n_gpus"))
+    row = _bad_row((_distinct(floats["serving"]) == 1) & (t * d * p != n))
+    if row is not None:
+        raise InputError(f"prefill_tp*prefill_attn_dp*prefill_pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = "
+                         f"{t[row] * d[row] * p[row]:g} is not prefill_n_gpus = {n[row]:g} (a blank prefill cell is the "
+                         "decode instance's)", column="prefill_n_gpus", row=row)

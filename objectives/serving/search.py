@@ -1,0 +1,137 @@
+"""The serving mapping search: blank ``tp``, ``pp``, ``ep`` and ``attn_dp`` cells of a serving table searched.
+
+As objectives.mapping does for training: every row's candidates are the combinations of
+:data:`SERVING_CHOICES` (or the caller's) that make its instance (tp x attn_dp x pp = n_gpus) and agree with
+the cells it gives, pruned of what no practitioner runs (tensor parallelism beyond the NVLink domain,
+attention data parallelism or expert parallelism on a dense model, ep that does not split the experts and
+the stage's GPUs); all of them are evaluated in one vectorized call of the serving performance modules (each
+with its concurrency resolved: given, the largest meeting the row's targets, or from its request rate), and
+the row keeps the candidate serving the most output tokens per second per GPU among the feasible ones (ties
+to the shorter TTFT), or, where none is feasible, the least violating. The winners are then evaluated with
+every module (economics included). A row that gives every mapping cell is evaluated as it is.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+import numpy as np
+
+from objectives.mapping import blank_cells
+from objectives.serving.engines import ServingCalibration
+from objectives.serving.evaluate import SERVING_PERFORMANCE_MODELS, evaluate_serving, run_serving
+from objectives.serving.prepare import prepare_serving
+from objectives.table import Columns, as_columns, is_constant
+
+__all__ = ["SERVING_MAPPING_COLUMNS", "SERVING_CHOICES", "search_serving", "SEARCH_LOST"]
+
+SERVING_MAPPING_COLUMNS = ("tp", "pp", "ep", "attn_dp")
+SERVING_CHOICES: dict[str, tuple[int, ...]] = {
+    "tp": (1, 2, 4, 8, 16, 32, 64),
+    "pp": (1, 2, 3, 4, 6, 8),
+    "ep": (1, 2, 4, 8, 16, 32, 64),
+    "attn_dp": (1, 2, 4, 8, 16, 32, 64),
+}
+#: candidates evaluated at once (rows x their candidates)
+BLOCK_CANDIDATES = 1 << 15
+#: reason of a row no candidate lays out
+SEARCH_LOST = "mapping: no tp x attn_dp x pp of the searched choices makes the instance's n_gpus"
+
+
+def _grid(choices: Mapping[str, tuple]) -> np.ndarray:
+    """Every combination of the choices, (k, 4) in SERVING_MAPPING_COLUMNS order."""
+    return np.array(list(itertools.product(*(choices[c] for c in SERVING_MAPPING_COLUMNS))), dtype=np.float64)
+
+
+def _valid(floats: Columns, given: dict[str, np.ndarray], grid: np.ndarray) -> np.ndarray:
+    """(rows, k) mask of the candidates each row may run (module doc)."""
+    tp, pp, ep, adp = (grid[:, i][None, :] for i in range(4))
+    n = floats["n_gpus"][:, None]
+    moe = (floats["moe_experts"] > 0)[:, None]
+    ok = (tp * adp * pp == n) & (tp <= np.maximum(floats["scaleup_size"], 1.0)[:, None])
+    ok &= np.where(moe, (np.mod(tp * adp, ep) == 0) & (np.mod(floats["moe_experts"][:, None], ep) == 0),
+                   (ep == 1) & (adp == 1))
+    for i, name in enumerate(SERVING_MAPPING_COLUMNS):
+        cell = given[name][:, None]
+        ok &= np.isnan(cell) | (grid[:, i][None, :] == cell)
+    return ok
+
+
+def _best(rows: np.ndarray, out: Columns, n: int) -> np.ndarray:
+    """Index (into the candidates) of each row's winner: feasible first, most output tokens/s per GPU, the
+    shorter TTFT; else the least violating."""
+    feasible = np.asarray(out["feasible"], dtype=bool)
+    tokens = np.nan_to_num(np.asarray(out["output_tokens_per_s_per_gpu"], dtype=float), nan=-1.0)
+    ttft = np.nan_to_num(np.asarray(out["ttft_s"], dtype=float), nan=np.inf)
+    violation = np.fmax(np.fmax(out["con_layout"], out["con_precision"]), np.fmax(out["con_memory"], out["con_slo"]))
+    primary = np.where(feasible, -tokens, np.inf)
+    order = np.lexsort((ttft, np.nan_to_num(violation, nan=np.inf), primary, rows))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = rows[order][1:] != rows[order][:-1]
+    return order[first]
+
+
+def _given(user: Columns, n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(each mapping column's given values, NaN where blank or absent; rows giving every cell)."""
+    given = {}
+    for c in SERVING_MAPPING_COLUMNS:
+        values = np.full(n, np.nan)
+        if c in user:
+            blank = blank_cells(user[c])
+            values[~blank] = np.asarray(user[c])[~blank].astype(np.float64)
+        given[c] = values
+    return given, ~np.any([np.isnan(v) for v in given.values()], axis=0)
+
+
+def search_serving(table: Mapping[str, object], choices: Mapping[str, tuple] | None = None,
+                   cal: ServingCalibration | None = None) -> Columns:
+    """``evaluate_serving`` with every blank or absent mapping cell searched (module doc); adds
+    ``n_mappings_tried`` (1 for a row that gives its whole mapping)."""
+    user = as_columns(table)
+    n = len(next(iter(user.values()))) if user else 0
+    if "n_gpus" not in user:
+        return evaluate_serving(table, cal)  # the boundary names what is missing
+    given, complete = _given(user, n)
+    if complete.all():  # nothing to search
+        out = evaluate_serving(table, cal)
+        out["n_mappings_tried"] = np.ones(n)
+        return out
+    # placeholders that make the instance, for the boundary's checks and the catalog (replaced below)
+    placeholder = {**table, "tp": np.asarray(user["n_gpus"]), "pp": 1.0, "ep": 1.0, "attn_dp": 1.0}
+    _, floats = prepare_serving(placeholder)
+    options = {c: tuple(sorted(set((choices or SERVING_CHOICES).get(c, SERVING_CHOICES[c]))
+                               | set(np.unique(given[c][~np.isnan(given[c])]).tolist())))
+               for c in SERVING_MAPPING_COLUMNS}
+    grid = _grid(options)
+    chosen = np.column_stack([given[c] for c in SERVING_MAPPING_COLUMNS])
+    tried = np.ones(n)
+    todo = np.flatnonzero(~complete)
+    step = max(1, BLOCK_CANDIDATES // max(len(grid) // 8, 1))
+    for lo in range(0, len(todo), step):
+        at = todo[lo:lo + step]
+        part = {k: (np.broadcast_to(v[:1], (len(at),)) if is_constant(v) else v.take(at)) for k, v in floats.items()}
+        ok = _valid(part, {c: g.take(at) for c, g in given.items()}, grid)
+        rows, cands = np.nonzero(ok)
+        tried[at] = ok.sum(axis=1)
+        chosen[at] = np.nan
+        if not len(rows):
+            continue
+        expanded = {k: (v if is_constant(v) else v.take(rows)) if len(v) == len(at) else v for k, v in part.items()}
+        expanded = {k: np.broadcast_to(v[:1], (len(rows),)) if is_constant(v) else v for k, v in expanded.items()}
+        for i, c in enumerate(SERVING_MAPPING_COLUMNS):
+            expanded[c] = grid[cands, i]
+        out = run_serving(expanded, cal, SERVING_PERFORMANCE_MODELS)
+        win = _best(rows, out, len(at))
+        chosen[at[rows[win]]] = grid[cands[win]]
+    lost = np.isnan(chosen[:, 0])
+    fill = np.column_stack([np.asarray(floats["n_gpus"], dtype=np.float64), np.ones(n), np.ones(n), np.ones(n)])
+    chosen = np.where(lost[:, None], fill, chosen)
+    final = evaluate_serving({**table, **{c: chosen[:, i] for i, c in enumerate(SERVING_MAPPING_COLUMNS)}}, cal)
+    final["n_mappings_tried"] = tried
+    if lost.any():
+        final["feasible"] = np.asarray(final["feasible"]) & ~lost
+        reason = np.asarray(final["infeasible_reason"], dtype=object).copy()
+        reason[lost] = SEARCH_LOST
+        final["infeasible_reason"] = reason
+    return final

@@ -1,0 +1,248 @@
+"""Time of one engine step on the busiest GPU: a roofline per kernel class, communication, launch and host.
+
+A step of continuous batching (Orca, Yu et al. OSDI'22; TensorRT-LLM in-flight batching; vLLM) runs every
+decoding request's next token (D tokens over the instance's stage) and, in a mixed step, a chunk of P
+prefill tokens (Sarathi-Serve, Agrawal et al. OSDI'24; chunked context). Per GPU of the busiest stage
+(objectives.serving.memory for the shards), each kernel class runs at the slower of its bytes through HBM
+and its FLOPs at the GPU's rate (a roofline per class, Williams et al. 2009; LLM-Viewer and GenZ do the
+same per operator, inference-measurements.md 2.5), and the classes add:
+
+- GEMMs of the attention projections, dense feed-forward layers, shared experts and router: their weight
+  shard read once per step (decode: bandwidth-bound) against 2 FLOPs per weight per token of the GPU's
+  attention group (prefill: compute-bound), at the precision's measured large-GEMM rate (gpus.yaml MAMF)
+  x ``gemm_eff_scale``. Under attention data parallelism the prefill chunk lands on one group, which
+  paces the step (the others wait for it at the expert all-to-all).
+- Routed experts: only the experts the step's T tokens touch are read, E_local x (1 - (1 - k/E)^T) of the
+  GPU's local experts (top-k routing spread evenly: the chance an expert misses every token), against
+  2 x k x (expert parameters) FLOPs per token over the stage's GPUs.
+- The output layer (bf16) for the tokens that sample: every decode token and each finished prefill.
+- Decode attention reads every decoding request's KV (its mean context ISL + OSL/2, a window at most in a
+  windowed layer) against 2 x heads x (qk + v) FLOPs per cached token: GQA's query heads of the GPU over
+  d_head; MLA in its absorbed decode form (DeepSeek-V2 Sec. 2.1.2; TensorRT-LLM, SGLang and vLLM decode)
+  over the latent, kv_lora_rank + qk_rope_dim for QK and kv_lora_rank for V, which makes MLA decode
+  attention compute-bound where GQA's is bandwidth-bound.
+- Prefill attention, compute-bound, causal: each prefill token attends ISL/2 keys on average (a window's
+  W - W^2/2s in a sliding layer; objectives.transformer.attended_keys), over the unabsorbed per-head widths,
+  at the GPU's flash-attention efficiency (gpus.yaml ``gpu_attn_eff_fa3``, FlashAttention-3 / cuDNN class)
+  x ``gemm_eff_scale``; the KV written for every new token through HBM.
+- Communication, not overlapped (decode steps have nothing to hide it behind): two all-reduces per layer
+  over tp of the group's tokens x h in 16 bits (after attention and after the feed-forward, Megatron-style
+  tensor parallelism; latency-bound in decode: ``allreduce_latency_s`` each, plus the ring's bandwidth
+  term, objectives.collectives); under attention data parallelism, per MoE layer, an all-gather of every
+  group's tokens to every GPU and a reduce-scatter of the outputs (the engines' default), or with
+  ``moe_all_to_all`` an all-to-all dispatch and combine of the top-k copies of each token (DeepEP;
+  dispatch in fp8 where the weights are fp8 or fp4, combine in bf16: DeepSeek-V3 Sec. 3.3; GShard,
+  Lepikhin et al. 2021); one send of the group's activations to the next pipeline stage.
+- A step not replayed from a CUDA graph runs no faster than the host launches its kernels
+  (``LAUNCH_S_PER_LAYER`` per layer); the engine's host work per step (``host_step_s``, and
+  ``host_request_s`` per request of the busiest attention group: scheduling, sampling, output processing)
+  runs beside the GPU where the engine overlaps it, after it otherwise.
+
+- Activations through HBM: every token's 16-bit activations in and out of the layer's kernels (norms and
+  residuals, q, k, v and context, the feed-forward interior; a routed copy's expanded input and output),
+  bandwidth-bound, beside the GEMMs: negligible for wide dense layers, as large as the GEMMs for narrow
+  experts with many copies a token.
+
+Not modelled: load imbalance among attention groups beyond the prefill chunk, KV reads of earlier
+prefill chunks, speculative decoding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.base import as_codes, lookup, select
+from objectives.collectives import Tiers, all_gather_s, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
+from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
+from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
+from objectives.transformer import attended_keys
+
+__all__ = ["StepModel", "experts_touched", "STEP_COLUMNS"]
+
+#: the columns a StepModel reads (a model that builds one declares them among its ``requires``)
+STEP_COLUMNS = (
+    "tp", "attn_dp", "pp", "ep", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "dense_d_ff", "vocab_size",
+    "n_layers", "n_moe_layers", "n_windowed_layers", "moe_experts", "moe_topk", "moe_shared_experts", "moe_all_to_all",
+    "kv_lora_rank", "qk_rope_dim", "attn_qk_dim", "attn_v_dim", "attn_window", "attn_window_kind", "params_attn_layer",
+    "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer", "precision",
+    "kv_precision", "engine", "input_len", "output_len", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s",
+    "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa3", "scaleup_size",
+    "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel",
+)
+
+
+def experts_touched(tokens, topk, experts):
+    """Distinct experts T tokens routed top-k of E touch, evenly at random: E (1 - (1 - k/E)^T), each
+    expert missed by every token with probability (1 - k/E)^T (the step's expert weights read)."""
+    experts = np.asarray(experts, dtype=np.float64)
+    return experts * -np.expm1(np.asarray(tokens, dtype=np.float64) * np.log1p(-np.asarray(topk) / experts))
+
+
+def _fill(width, n_half):
+    """Share of the large-GEMM rate a GEMM dimension of ``width`` leaves: width / (width + n_half)."""
+    return width / (width + n_half)
+
+_OVERLAP = engine_trait("overlap")
+_GRAPHS = engine_trait("graphs")
+_GRAPH_MAX = engine_trait("graph_max_batch")
+ACT_BYTES = 2.0  # 16-bit activations on the wire
+
+
+class StepModel:
+    """The per-row constants of a step (what does not depend on the batch) and :meth:`time` of a step.
+
+    ``c``: prepared columns with TransformerMath's and ServingMemory's outputs; ``cal``: ServingCalibration.
+    Every array broadcasts against the batch arrays :meth:`time` gets (one row, or rows x candidates)."""
+
+    def __init__(self, c, cal):
+        t, d, p = c["tp"], c["attn_dp"], c["pp"]
+        g = t * d
+        h, a = c["d_model"], c["n_heads"]
+        isl, osl = c["input_len"], c["output_len"]
+        layers, moe_layers, full_layers = stage_layers(c)
+        win_layers = layers - full_layers
+        prec, engine = as_codes(c["precision"]), as_codes(c["engine"])
+        bpw = lookup(BYTES_PER_VALUE, prec)
+        moe = c["moe_experts"] > 0
+        mla = c["kv_lora_rank"] > 0
+        topk = np.where(moe, c["moe_topk"], 0.0)
+        experts = np.maximum(c["moe_experts"], 1.0)
+
+        # --- rates: HBM at hbm_eff; GEMMs at the precision's measured rate (bf16 where the GPU has none:
+        # such rows are infeasible, con_precision); attention at the flash-attention efficiency, in bf16
+        bw = c["gpu_hbm_tbyte_s"] * 1e12 * cal.hbm_eff
+        peak16 = c["gpu_bf16_tflop_s"] * 1e12
+        rate16 = peak16 * c["gpu_gemm_eff_bf16"] * cal.gemm_eff_scale[0]
+        # a lower precision never runs slower than the next higher one on the same GPU (its tensor cores
+        # are at least as fast, and an engine would not lose by it): fp4 >= fp8 >= bf16
+        scales = cal.gemm_eff_scale
+        rate8 = c["gpu_fp8_tflop_s"] * 1e12 * c["gpu_gemm_eff_fp8"] * scales[1]
+        rate8 = np.where(rate8 > 0, np.maximum(rate8, rate16), rate16)
+        rate4 = c["gpu_fp4_tflop_s"] * 1e12 * c["gpu_gemm_eff_fp4"] * scales[2]
+        rate = select(prec, (rate16, rate8, np.where(rate4 > 0, np.maximum(rate4, rate8), rate8)))
+        rate_attn = np.minimum(peak16 * c["gpu_attn_eff_fa3"] * cal.gemm_eff_scale[0], rate16)
+
+        # --- GEMM classes (objectives.serving.memory for the shards): seconds per step of the weights read,
+        # and per token of FLOPs, each GEMM's at its narrowest width's share of the rate (x d / (d +
+        # gemm_n_half), the training calibration's: objectives/compute.py)
+        repl = c["params_attn_replicated_layer"]
+        attn = (c["params_attn_layer"] - repl) / t + repl
+        shared = (c["params_ffn_layer"] - c["params_expert_layer"]) / t
+        dense_ffn = c["params_ffn_dense_layer"] / t
+        self.dense_mem = bpw * (layers * attn + (layers - moe_layers) * dense_ffn + moe_layers * shared) / bw
+        n_half = cal.base.gemm_n_half
+        q_width = np.minimum(h, a * c["attn_qk_dim"] / t)
+        dense_width = np.where(moe & (c["dense_d_ff"] > 0), c["dense_d_ff"], c["d_ff"]) / t
+        shared_width = np.maximum(c["moe_shared_experts"], 1.0) * c["d_ff"] / t
+        self.dense_flop = 2.0 * (layers * attn / _fill(q_width, n_half) + (layers - moe_layers) * dense_ffn
+                                 / _fill(np.minimum(h, dense_width), n_half) + moe_layers * shared
+                                 / _fill(np.minimum(h, shared_width), n_half)) / rate
+        self.expert_mem = bpw * moe_layers * c["params_expert_layer"] / g / bw  # every local expert of the stage
+        expert_split = np.maximum(g / c["ep"], 1.0)  # each expert split over g / ep GPUs
+        # the busiest expert-parallel GPU gets more than its share of the routed tokens (ep_imbalance), and
+        # grouped expert GEMMs run at expert_gemm_scale of a dense GEMM's rate
+        imbalance = np.where(c["ep"] > 1, cal.ep_imbalance, 1.0)
+        self.expert_flop = 2.0 * moe_layers * topk * c["params_expert_layer"] / experts / g * imbalance \
+            / np.where(moe, cal.expert_gemm_scale, 1.0) / _fill(np.minimum(h, c["d_ff"] / expert_split), n_half) / rate
+        self.half = cal.gemm_rows_half  # a GEMM of M rows runs at M / (M + gemm_rows_half) of its rate
+        self.expert_half = np.where(moe, cal.gemm_rows_half * experts / np.maximum(topk, 1.0), 0.0)  # in stage tokens
+        self.log_miss = np.log1p(-np.minimum(topk / experts, 0.999))
+        # 16-bit activations through HBM per token (kernels outside the GEMMs and the GEMMs' own inputs and
+        # outputs: norms and residuals 4h, the attention's q, k, v and context, the feed-forward's gate and up
+        # outputs read by the activation, its output read by the down projection, 6 d_ff; a routed copy's
+        # expanded input and output written and read, 4h, and its interior): what makes MoE layers of narrow
+        # experts (Qwen3: d_ff 768-1536, eight copies a token) bandwidth-bound where dense layers are not
+        kv_width = np.where(mla, a * (c["attn_qk_dim"] + c["attn_v_dim"]), 2.0 * c["n_kv_heads"] * c["d_head"]) / t
+        act_group = ACT_BYTES * (layers * (4.0 * h + a * (c["attn_qk_dim"] + c["attn_v_dim"]) / t + kv_width)
+                                 + (layers - moe_layers) * (2.0 * h + 6.0 * dense_width)
+                                 + moe_layers * (c["moe_shared_experts"] > 0) * (2.0 * h + 6.0 * shared_width)) / bw
+        self.act_stage = ACT_BYTES * moe_layers * (4.0 * h + 6.0 * c["d_ff"] / expert_split) * topk / g * imbalance / bw
+        logits_params = 2.0 * c["vocab_size"] * h / t
+        self.logits_mem = logits_params / bw
+        self.logits_flop = logits_params / rate16
+
+        # --- attention: decode (KV read, absorbed MLA), seconds per decode token of the group, and prefill
+        # (causal, unabsorbed), per prefill token
+        kv_layer = kv_bytes_per_token_layer(c)
+        heads = a / t
+        dec_dims = np.where(mla, 2.0 * c["kv_lora_rank"] + c["qk_rope_dim"], 2.0 * c["d_head"])
+        ctx = isl + 0.5 * osl  # mean context of a decoding request
+        window = c["attn_window"]
+        windowed = np.any(win_layers > 0)
+        ctx_win = np.where(window > 0, np.minimum(ctx, window), ctx) if windowed else ctx
+        keys = full_layers * ctx + win_layers * ctx_win  # cached tokens read per decode token, over the stage
+        attn_dec = np.maximum(kv_layer * keys / bw, 2.0 * heads * dec_dims * keys / rate_attn)
+        pre_keys = full_layers * 0.5 * isl  # attended_keys of a full causal layer: s / 2
+        if windowed:
+            pre_keys = pre_keys + win_layers * attended_keys(isl, window, c["attn_window_kind"])
+        self.pre_attn = 2.0 * heads * (c["attn_qk_dim"] + c["attn_v_dim"]) * pre_keys / rate_attn
+        self.isl = isl
+
+        # --- communication (objectives.collectives; latency the serving all-reduce's), linear in the group's
+        # tokens: comm0 + comm1 x tokens
+        tiers = Tiers(size=c["scaleup_size"], bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.base.scaleup_eff,
+                      bw_out=c["nic_gbyte_s"] * 1e9 * cal.base.scaleout_eff * c["net_eff_rel"],
+                      lat_up=0.0, lat_out=cal.base.scaleout_latency_s, mesh=c["scaleup_mesh"])
+        lat = cal.allreduce_latency_s
+        row = h * ACT_BYTES  # bytes of one token's activations
+        n_ar = 2.0 * layers * (t > 1)
+        # under attention data parallelism an MoE layer moves its tokens to the experts and back: by default
+        # (TensorRT-LLM fused_moe without its opt-in all-to-all; vLLM's allgather_reducescatter backend;
+        # SGLang without DeepEP) an all-gather of every group's tokens, quantized where the weights are,
+        # and a reduce-scatter of the outputs in bf16; with ``moe_all_to_all`` (DeepEP, TensorRT-LLM's
+        # all-to-all kernels) a dispatch and a combine of the top-k copies of each token, fp8 out and bf16 back
+        gathered = (d > 1) & moe
+        n_gather = moe_layers * gathered * (c["moe_all_to_all"] <= 0)
+        n_a2a = 2.0 * moe_layers * gathered * (c["moe_all_to_all"] > 0)
+        dispatch = np.where(prec > 0, 1.0, ACT_BYTES)
+        a2a_row = topk * h * (dispatch + ACT_BYTES) / 2.0 * imbalance  # per token and call (dispatch, combine)
+
+        def linear(fn, per_token, group, stride, used):
+            """(seconds at 0 bytes, seconds per token) of a collective of ``per_token`` bytes a token; (0, 0)
+            where no row of the chunk runs it."""
+            if not np.any(used):
+                return 0.0, 0.0
+            at0 = fn(0.0, group, stride, tiers)
+            return at0, fn(per_token, group, stride, tiers) - at0
+
+        piped = p > 1
+        ar0, ar1 = linear(all_reduce_s, row, t, 1.0, n_ar)
+        a2a0, a2a1 = linear(all_to_all_s, a2a_row, g, 1.0, n_a2a)
+        ag0, ag1 = linear(all_gather_s, g * row * dispatch / ACT_BYTES, g, 1.0, n_gather)
+        rs0, rs1 = linear(reduce_scatter_s, g * row, g, 1.0, n_gather)
+        pp0, pp1 = linear(p2p_s, row, p, g, piped)
+        self.comm0 = n_ar * (lat + ar0) + n_a2a * (lat + a2a0) + n_gather * (2.0 * lat + ag0 + rs0) + piped * (lat + pp0)
+        self.comm1 = n_ar * ar1 + n_a2a * a2a1 + n_gather * (ag1 + rs1) + piped * pp1
+        # the group's tokens through HBM: activations, KV written, collectives
+        self.per_group_token = act_group + kv_layer * layers / bw + self.comm1
+        self.attn_dec = attn_dec
+        self.d = d
+
+        # --- launch and host
+        self.launch = layers * LAUNCH_S_PER_LAYER
+        self.host = lookup(np.asarray(cal.host_step_s), engine)
+        self.host_request = lookup(np.asarray(cal.host_request_s), engine)
+        self.overlap = lookup(_OVERLAP, engine) > 0
+        self.graphs = lookup(_GRAPHS, engine)
+        self.graph_max = lookup(_GRAPH_MAX, engine)
+
+    def time(self, dec, pre, mixed: bool) -> np.ndarray:
+        """Seconds of one step with ``dec`` decode tokens over the stage (split over the attention groups)
+        and ``pre`` prefill tokens on the busiest group (0 in a decode-only step)."""
+        dec_group = dec / self.d
+        group = dec_group + pre  # tokens of the busiest attention group
+        stage = dec + pre  # tokens the stage's experts see
+        half = self.half
+        gemms = np.maximum(self.dense_mem, self.dense_flop * (group + half)) \
+            + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss), self.expert_flop * (stage + self.expert_half))
+        requests = dec_group + pre / self.isl  # sampling requests of the group
+        logits = np.maximum(self.logits_mem, self.logits_flop * (requests + half))
+        gpu = gemms + logits + dec_group * self.attn_dec + pre * self.pre_attn + group * self.per_group_token \
+            + stage * self.act_stage + self.comm0
+        if mixed:
+            graphed = self.graphs >= 2
+        else:
+            graphed = (self.graphs >= 2) | ((self.graphs >= 1) & (dec_group <= self.graph_max))
+        device = np.where(graphed, gpu, np.maximum(gpu, self.launch))
+        host = self.host + self.host_request * requests
+        return np.where(self.overlap, np.maximum(device, host), device + host)

@@ -1,0 +1,114 @@
+"""The serving model against published serving measurements.
+
+``catalog/serving_runs.csv`` holds the published measurements the design table can describe (built from
+the project's shared inference measurements by ``tools/build_serving_runs.py``; ``serving_runs.md`` has
+the sources, how each column was read and every exclusion). Offline rows (every request queued at once)
+are evaluated at the largest concurrency that fits, at most the benchmark's requests; online rows at their
+request rate (the concurrency follows from Little's law). The error measures: the absolute percentage
+error of output tokens/s per GPU on every row, sources weighing the same in the headline mean; of TPOT
+(mean inter-token latency) and TTFT on the online rows, where the source measured them.
+
+A source that ran a fixed number of requests (``benchmark_requests``: TensorRT-LLM's online table sent 500)
+measured the throughput of a finite run, total output tokens over its duration, which a steady state
+overstates when a request lives long against the run: N requests arriving at rate lambda take N / lambda
+to arrive and the last finishes one request latency (E2E) later; at an infinite rate, or beyond what the
+instance serves (X at concurrency B), the first B start at once and the other N - B follow at X, so
+
+    duration = N / lambda + E2E     (below saturation),     (N - B) / X + E2E     (saturated)
+
+and the run's throughput is N x OSL / duration (:func:`benchmark_tokens_per_s_per_gpu`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from objectives.serving.engines import ServingCalibration
+from objectives.serving.evaluate import evaluate_serving
+
+__all__ = ["RUNS_PATH", "DESIGN_COLUMNS", "load_runs", "predict", "ServingSummary", "summarize"]
+
+RUNS_PATH = Path(__file__).resolve().parent.parent / "catalog" / "serving_runs.csv"
+DESIGN_COLUMNS = ("model", "gpu", "n_gpus", "tp", "pp", "ep", "attn_dp", "precision", "kv_precision", "engine",
+                  "input_len", "output_len", "concurrency", "request_rate_per_s", "replicas", "max_batch_size", "kv_mem_frac")
+#: what a prediction keeps beside the runs' own columns
+PREDICTED = ("output_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "concurrency", "max_concurrency", "kv_cache_gb",
+             "weights_gb", "token_budget", "step_time_decode_s", "step_time_mixed_s", "mixed_step_frac", "saturated",
+             "feasible")
+
+
+def load_runs(path: str | Path = RUNS_PATH, included_only: bool = True) -> pd.DataFrame:
+    runs = pd.read_csv(path)
+    if included_only and "include" in runs:
+        runs = runs[runs["include"] == 1].reset_index(drop=True)
+    return runs
+
+
+def benchmark_tokens_per_s_per_gpu(out, runs: pd.DataFrame) -> np.ndarray:
+    """Output tokens/s per GPU of a finite run of ``benchmark_requests`` requests (module doc); the model's
+    steady state where the source ran no fixed number."""
+    steady = np.asarray(out["output_tokens_per_s_per_gpu"], dtype=float)
+    if "benchmark_requests" not in runs:
+        return steady
+    n_req = pd.to_numeric(runs["benchmark_requests"], errors="coerce").to_numpy(dtype=float)
+    rate = pd.to_numeric(runs["request_rate_per_s"], errors="coerce").to_numpy(dtype=float)
+    served, e2e = np.asarray(out["requests_per_s"], dtype=float), np.asarray(out["e2e_latency_s"], dtype=float)
+    in_flight = np.asarray(out["concurrency"], dtype=float)
+    arriving = np.isfinite(rate) & (np.asarray(out["saturated"]) <= 0)
+    duration = np.where(arriving, n_req / np.where(arriving, rate, 1.0),
+                        np.maximum(n_req - in_flight, 0.0) / served) + e2e
+    finite = n_req / duration * runs["output_len"].to_numpy(dtype=float) / runs["n_gpus"].to_numpy(dtype=float)
+    return np.where(np.isfinite(n_req), finite, steady)
+
+
+def predict(runs: pd.DataFrame, cal: ServingCalibration | None = None) -> pd.DataFrame:
+    """The runs with the model's predictions and the signed and absolute percentage errors."""
+    table = {c: runs[c].to_numpy() for c in DESIGN_COLUMNS if c in runs}
+    out = evaluate_serving(table, cal=cal)
+    result = runs.copy()
+    for col in PREDICTED:
+        result[f"predicted_{col}"] = np.asarray(out[col])
+    result["predicted_steady_tokens_per_s_per_gpu"] = result["predicted_output_tokens_per_s_per_gpu"]
+    result["predicted_output_tokens_per_s_per_gpu"] = benchmark_tokens_per_s_per_gpu(out, runs)
+    for what, measured in (("tokens", "measured_output_tokens_per_s_per_gpu"), ("ttft", "measured_ttft_s"),
+                           ("tpot", "measured_tpot_s")):
+        predicted = {"tokens": "predicted_output_tokens_per_s_per_gpu", "ttft": "predicted_ttft_s",
+                     "tpot": "predicted_tpot_s"}[what]
+        m = pd.to_numeric(result[measured], errors="coerce").to_numpy(dtype=float) if measured in result else np.nan
+        p = result[predicted].to_numpy(dtype=float)
+        result[f"{what}_error"] = (p - m) / m
+        result[f"{what}_ape"] = np.abs(p - m) / m
+    return result
+
+
+@dataclass(frozen=True)
+class ServingSummary:
+    per_source: pd.DataFrame  # index source: rows, mape, max_ape, bias (tokens/s per GPU); tpot/ttft MAPE and rows
+    per_gpu: pd.DataFrame  # index (source, gpu): rows, mape, bias
+    mape_source_weighted: float  # output tokens/s per GPU, each source weighing the same
+    mape_row_weighted: float
+    tpot_mape_online: float  # mean ITL on the online rows
+    ttft_mape_online: float
+    online_rows: int
+
+
+def summarize(result: pd.DataFrame) -> ServingSummary:
+    g = result.groupby("source_key")
+    per = pd.DataFrame({"rows": g.size(), "mape": g["tokens_ape"].mean(), "max_ape": g["tokens_ape"].max(),
+                        "bias": g["tokens_error"].mean(), "tpot_rows": g["tpot_ape"].count(),
+                        "tpot_mape": g["tpot_ape"].mean(), "ttft_mape": g["ttft_ape"].mean()})
+    by_gpu = result.groupby(["source_key", "gpu"])
+    per_gpu = pd.DataFrame({"rows": by_gpu.size(), "mape": by_gpu["tokens_ape"].mean(), "bias": by_gpu["tokens_error"].mean()})
+    online = result[result["scenario"] == "online"]
+    return ServingSummary(
+        per_source=per, per_gpu=per_gpu,
+        mape_source_weighted=float(per["mape"].mean()),
+        mape_row_weighted=float(result["tokens_ape"].mean()),
+        tpot_mape_online=float(online["tpot_ape"].mean()) if len(online) else float("nan"),
+        ttft_mape_online=float(online["ttft_ape"].mean()) if len(online) else float("nan"),
+        online_rows=len(online),
+    )
