@@ -113,10 +113,12 @@ class Reliability(Model):
         )
         total = terms[0] + terms[1] + terms[2] + terms[3] + terms[4]
         share = (1.0 - goodput) / np.where(total > 0, total, 1.0)
-        days = c["time_to_train_ideal_days"] / goodput
         mtti_h = 1.0 / (n / c["gpu_mtbi_h"] + n / c["gpu_planned_mtbi_h"] + preempt * SECONDS_PER_HOUR)
-        with np.errstate(divide="ignore"):
+        # a spot fleet that is never whole has a goodput near 0 (module doc): its days overflow to inf
+        with np.errstate(divide="ignore", over="ignore"):
+            days = c["time_to_train_ideal_days"] / goodput
             mtbp_h = 1.0 / (preempt * SECONDS_PER_HOUR)
+            interruptions = days * 24.0 / mtti_h
         return {
             "job_mtbf_h": 1.0 / (fail * SECONDS_PER_HOUR),
             "job_mtti_h": mtti_h,
@@ -133,5 +135,5 @@ class Reliability(Model):
             "goodput_preempt_max": goodput_at(job_preempt_rate_per_s(c, c["spot_preempt_mtbi_h_per_node_hi"]),
                                               c["spot_reacquire_s_lo"]),
             "time_to_train_days": days,
-            "n_interruptions": days * 24.0 / mtti_h,
+            "n_interruptions": interruptions,
         }
