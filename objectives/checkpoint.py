@@ -16,8 +16,9 @@ checkpoint is durable ``ckpt_lag_s`` later (MegaScale, Nebula, NeMo, PyTorch DCP
 
 Interval (S100): Young (1974) T = sqrt(2 delta M); Daly (2006)
 T = sqrt(2 delta M) [1 + sqrt(delta/(2M))/3 + delta/(18 M)] - delta for delta < 2M, else M, with delta the
-stall and M the job's mean time between unexpected interruptions (``gpu_mtbi_h`` / n_gpus, as
-objectives.reliability). ``ckpt_every_s`` fixes T instead. Whatever sets it, the interval is at least
+stall and M the job's mean time between unexpected interruptions, failures (``gpu_mtbi_h`` / n_gpus) and, on a
+preemptible spot row, preemptions (objectives.preemption), as objectives.reliability: a spot fleet's far
+shorter M checkpoints far more often. ``ckpt_every_s`` fixes T instead. Whatever sets it, the interval is at least
 ``INTERVAL_OVER_WRITE`` = 3 write times and one training step:
 
     ckpt_interval_s = max(Daly T or ckpt_every_s, 3 x ckpt_write_s, step_time_s)
@@ -43,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
+from objectives.preemption import PREEMPT_COLUMNS, job_preempt_rate_per_s
 
 __all__ = ["Checkpoint", "dataset_bytes_per_token", "young_interval_s", "daly_interval_s", "sync_write_limit_s",
            "UINT16_VOCAB_LIMIT", "INTERVAL_OVER_WRITE"]
@@ -88,7 +90,8 @@ class Checkpoint(Model):
         "n_gpus", "n_params", "vocab_size", "train_tokens", "dataset_tb", "ckpt_bytes_per_param", "ckpt_keep",
         "ckpt_mode", "ckpt_every_s", "ckpt_async_fixed_s", "ckpt_host_copy_gbyte_s", "storage_link_gbyte_s",
         "storage_units_min", "storage_unit_tb", "storage_unit_read_gbyte_s", "storage_unit_write_gbyte_s",
-        "storage_unit_usd", "storage_unit_w", "gpu_mtbi_h", "step_time_s",
+        "storage_unit_usd", "storage_unit_w", "gpu_mtbi_h", "step_time_s", *PREEMPT_COLUMNS,
+        "spot_preempt_mtbi_h_per_node",
     )
     provides = {
         "ckpt_size_gb": "GB; one checkpoint: weights and optimizer states of every parameter",
@@ -116,7 +119,8 @@ class Checkpoint(Model):
                            c["train_tokens"] * dataset_bytes_per_token(c["vocab_size"]) / 1e12)
         dataset = np.where(np.isnan(c["dataset_tb"]), derived, c["dataset_tb"])
         need = c["ckpt_keep"] * size_gb / 1e3 + dataset
-        mtbf_s = c["gpu_mtbi_h"] * SECONDS_PER_HOUR / n  # the job's, as objectives.reliability
+        # the job's, failures and preemptions, as objectives.reliability
+        mtbf_s = 1.0 / (n / (c["gpu_mtbi_h"] * SECONDS_PER_HOUR) + job_preempt_rate_per_s(c, c["spot_preempt_mtbi_h_per_node"]))
         asynchronous = c["ckpt_mode"] == 1
         stall_async = c["ckpt_async_fixed_s"] + size_gb / n / c["ckpt_host_copy_gbyte_s"]
         fixed = c["ckpt_every_s"]

@@ -35,9 +35,12 @@ Times, costs and energy follow the step time: time_to_train_days, run_cost_usd (
 name), energy_mwh, usd_per_mtok and gpu_hours scale with it (objectives.reliability, objectives.cost,
 objectives.power; the goodput is held at the point prediction's, the checkpoint interval and failure rate
 not depending on the step time beyond the one-step floor), so each bound is the figure times the step
-time's ratio. A lower bound of a time or a cost goes with the upper bound of the throughput. The upper
-bound of the throughput stops where every model FLOP would run at the GPU's measured large-GEMM rate
-(``mfu`` at the GEMM efficiency of its precision, objectives.steptime), which no run exceeds.
+time's ratio. On a preemptible spot row they also scale with the goodput's range over the measured
+preemption figures (objectives.reliability: ``goodput_preempt_max`` for the lower bound, ``_min`` for the
+upper), measured on fleets of 1 to 32 nodes and unvalidated beyond; 1 on every other row. A lower bound of
+a time or a cost goes with the upper bound of the throughput. The upper bound of the throughput stops where
+every model FLOP would run at the GPU's measured large-GEMM rate (``mfu`` at the GEMM efficiency of its
+precision, objectives.steptime), which no run exceeds.
 """
 
 from __future__ import annotations
@@ -148,7 +151,7 @@ class Intervals(Model):
 
     requires = ("stack", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8",
                 "gpu_gemm_eff_fp4", "moe_experts", *(f for f in FEATURES if f != "generation"),
-                *THROUGHPUT, *TIME)
+                *THROUGHPUT, *TIME, "goodput", "goodput_preempt_min", "goodput_preempt_max")
     provides = {
         "validated_distance_oct": "octaves; distance of the design from the validated runs of its stack, per axis",
         "interval_extrapolated": "bool; the design lies farther from the validated runs than any held-out run did",
@@ -182,7 +185,11 @@ class Intervals(Model):
         for name in THROUGHPUT:
             out[f"{name}_lo"] = c[name] * slow
             out[f"{name}_hi"] = c[name] * fast
-        for name in TIME:
-            out[f"{name}_lo"] = c[name] / fast
-            out[f"{name}_hi"] = c[name] / slow
+        # the goodput's range on a preemptible row; a fleet that never stays whole overflows to inf days
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            best, worst = c["goodput"] / c["goodput_preempt_max"], c["goodput"] / c["goodput_preempt_min"]
+            for name in TIME:
+                spread = (1.0, 1.0) if name == "step_time_s" else (best, worst)
+                out[f"{name}_lo"] = c[name] / fast * spread[0]
+                out[f"{name}_hi"] = c[name] / slow * spread[1]
         return out

@@ -70,6 +70,8 @@ DEFAULTS: dict[str, float] = {
     # renting (objectives/catalog/instances.py): none (owned), on demand; what an instance sets, where none
     "instance": 0.0, "pricing": 0.0, "net_transport_latency_s": 0.0, "instance_gpus": np.nan,
     "storage_object_usd_per_tb_month": np.nan, "rental_max_gpus": np.inf,
+    # spot preemption (objectives/preemption.py): none; a preemptible row's figures are its provider's
+    "preemptible": 0.0, **{f: (np.inf if f.startswith("spot_preempt") else 0.0) for f in catalog.SPOT_FIELDS},
     # prices and operating assumptions, each with its source in catalog/prices.yaml
     **catalog.operating_defaults(),
 }

@@ -10,17 +10,31 @@ and every 2.78 h counting planned stops (the report's 466 in 54 days). Epoch's H
 Checkpoint interval: ``ckpt_interval_s`` from objectives.checkpoint (Young 1974 / Daly 2006, S100, or a
 fixed ``ckpt_every_s``; never under three checkpoint writes nor one training step).
 
+Spot preemption (objectives.preemption): a preemptible row's job is also preempted, at lp =
+nodes / ``spot_preempt_mtbi_h_per_node`` (per hour), each preemption costing a failure's restart and rework
+plus ``spot_reacquire_s`` (D), the wait for the lost capacity. Its M is 1 / (lf + lp) with lf = n_gpus /
+``gpu_mtbi_h``, and its restart R + D lp / (lf + lp); lp = 0 on every other row.
+
 Goodput, the fraction of wall-clock time that advances training: Daly's (2006) expected wall time per
-segment of T seconds of work, with exponential failures and a restart R (``restart_fixed_s`` plus reading
-the checkpoint back) that can itself fail:  E = M e^(R/M) (e^((T+delta)/M) - 1). An asynchronous
+segment of T seconds of work, with exponential interruptions and a restart R (``restart_fixed_s`` plus reading
+the checkpoint back) that can itself be interrupted:  E = M e^(R/M) (e^((T+delta)/M) - 1). An asynchronous
 checkpoint becomes durable only ``ckpt_lag_s`` after it is taken, which adds that lag to the work each
-failure loses (folded into R). Planned interruptions cost a checkpoint and a restart each, every M_p. So
+interruption loses (folded into R). Planned interruptions cost a checkpoint and a restart each, every M_p. So
 
     goodput = T / E  x  M_p / (M_p + R + delta)        time_to_train_days = ideal days / goodput
 
 The lost time, 1 - goodput, is split in proportion to the first-order terms of hardware-catalog 5.3
-(checkpoint stalls delta/(T+delta), rework ((T+delta)/2 + lag)/M, restarts R/M, planned stops
-(R+delta)/M_p), so goodput + lost_*_frac = 1. These losses are apart from the step-time breakdown.
+(checkpoint stalls delta/(T+delta), failure rework ((T+delta)/2 + lag) lf, failure restarts R lf,
+preemptions ((T+delta)/2 + lag + R + D) lp, planned stops (R+delta)/M_p), so goodput + lost_*_frac = 1.
+These losses are apart from the step-time breakdown.
+
+The preemption figures are measured on fleets of 1 to 32 nodes; a job of hundreds or thousands lies far
+outside them, so ``goodput_preempt_min`` / ``_max`` are the goodput at the range's ends (the most frequent
+preemptions, ``_lo`` MTBI, with the slowest re-acquisition, ``spot_reacquire_s_hi``; and the reverse), the
+checkpoint interval held at the central figure's; objectives.intervals widens the time and cost intervals by
+them. Where lp D >> 1 (a fleet whose nodes are preempted faster than it gets them back) the job is almost
+never whole and the goodput falls as e^(-lp D): the traces' own fleets were whole 21% of the time (32 nodes,
+X22).
 """
 
 from __future__ import annotations
@@ -28,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
+from objectives.preemption import PREEMPT_COLUMNS, job_preempt_rate_per_s
 
 __all__ = ["Reliability", "daly_goodput"]
 
@@ -46,51 +61,79 @@ def daly_goodput(interval_s, delta_s, restart_s, mtbf_s):
 class Reliability(Model):
     requires = (
         "n_gpus", "gpu_mtbi_h", "gpu_planned_mtbi_h", "restart_fixed_s", "ckpt_interval_s", "ckpt_stall_s",
-        "ckpt_lag_s", "ckpt_read_s", "time_to_train_ideal_days",
+        "ckpt_lag_s", "ckpt_read_s", "time_to_train_ideal_days", *PREEMPT_COLUMNS, "spot_preempt_mtbi_h_per_node",
+        "spot_preempt_mtbi_h_per_node_lo", "spot_preempt_mtbi_h_per_node_hi", "spot_reacquire_s", "spot_reacquire_s_lo",
+        "spot_reacquire_s_hi",
     )
     provides = {
         "job_mtbf_h": "h; mean time between unexpected interruptions of the whole job",
-        "job_mtti_h": "h; mean time between interruptions of the job, planned ones included",
+        "job_mtti_h": "h; mean time between interruptions of the job, planned ones and preemptions included",
+        "job_mtbp_h": "h; mean time between spot preemptions of the job (inf where it is not preemptible)",
         "restart_s": "s; from an interruption back to training: fixed restart plus checkpoint read",
         "goodput": "fraction; wall-clock time that advances training (Daly 2006)",
         "lost_ckpt_frac": "fraction; wall-clock time in checkpoint stalls",
         "lost_rework_frac": "fraction; wall-clock time redoing work lost since the last durable checkpoint",
         "lost_restart_frac": "fraction; wall-clock time restarting after unexpected interruptions",
         "lost_planned_frac": "fraction; wall-clock time in planned stops (checkpoint and restart)",
+        "lost_preempt_frac": "fraction; wall-clock time lost to spot preemptions: rework, restart and re-acquiring "
+                             "the capacity (0 where not preemptible)",
+        "goodput_preempt_min": "fraction; goodput at the preemption figures' worst end (most frequent, slowest "
+                               "back; = goodput where not preemptible)",
+        "goodput_preempt_max": "fraction; goodput at the preemption figures' best end (= goodput where not preemptible)",
         "time_to_train_days": "days; train_tokens including failures, restarts and checkpoints (ideal / goodput)",
-        "n_interruptions": "count; interruptions expected over the run, planned ones included",
+        "n_interruptions": "count; interruptions expected over the run, planned ones and preemptions included",
     }
 
     def compute(self, c, cal):
         n = c["n_gpus"]
-        m = c["gpu_mtbi_h"] * SECONDS_PER_HOUR / n
+        fail = n / (c["gpu_mtbi_h"] * SECONDS_PER_HOUR)  # lf, per second
+        preempt = job_preempt_rate_per_s(c, c["spot_preempt_mtbi_h_per_node"])  # lp
         mp = c["gpu_planned_mtbi_h"] * SECONDS_PER_HOUR / n
         delta, lag = c["ckpt_stall_s"], c["ckpt_lag_s"]
         restart = c["restart_fixed_s"] + c["ckpt_read_s"]
         interval = c["ckpt_interval_s"]
         stop = restart + delta  # a planned interruption: a checkpoint and a restart
         planned = 1.0 / (1.0 + stop / mp)  # = M_p / (M_p + R + delta); 1 with no planned stops
-        goodput = daly_goodput(interval, delta, restart + lag, m) * planned
+
+        def goodput_at(lp, reacquire):
+            """Daly's goodput with failures and preemptions at rate lp (module doc)."""
+            rate = fail + lp
+            return daly_goodput(interval, delta, restart + lag + reacquire * lp / np.where(rate > 0, rate, 1.0),
+                                1.0 / rate) * planned
+
+        goodput = goodput_at(preempt, c["spot_reacquire_s"])
         segment = interval + delta
+        rework = segment / 2.0 + lag
         terms = (
             delta / segment,
-            (segment / 2.0 + lag) / m,
-            restart / m,
+            rework * fail,
+            restart * fail,
+            (rework + restart + c["spot_reacquire_s"]) * preempt,
             stop / mp,
         )
-        total = terms[0] + terms[1] + terms[2] + terms[3]
+        total = terms[0] + terms[1] + terms[2] + terms[3] + terms[4]
         share = (1.0 - goodput) / np.where(total > 0, total, 1.0)
-        days = c["time_to_train_ideal_days"] / goodput
-        mtti_h = 1.0 / (n / c["gpu_mtbi_h"] + n / c["gpu_planned_mtbi_h"])
+        mtti_h = 1.0 / (n / c["gpu_mtbi_h"] + n / c["gpu_planned_mtbi_h"] + preempt * SECONDS_PER_HOUR)
+        # a spot fleet that is never whole has a goodput near 0 (module doc): its days overflow to inf
+        with np.errstate(divide="ignore", over="ignore"):
+            days = c["time_to_train_ideal_days"] / goodput
+            mtbp_h = 1.0 / (preempt * SECONDS_PER_HOUR)
+            interruptions = days * 24.0 / mtti_h
         return {
-            "job_mtbf_h": m / SECONDS_PER_HOUR,
+            "job_mtbf_h": 1.0 / (fail * SECONDS_PER_HOUR),
             "job_mtti_h": mtti_h,
+            "job_mtbp_h": mtbp_h,
             "restart_s": restart,
             "goodput": goodput,
             "lost_ckpt_frac": terms[0] * share,
             "lost_rework_frac": terms[1] * share,
             "lost_restart_frac": terms[2] * share,
-            "lost_planned_frac": terms[3] * share,
+            "lost_preempt_frac": terms[3] * share,
+            "lost_planned_frac": terms[4] * share,
+            "goodput_preempt_min": goodput_at(job_preempt_rate_per_s(c, c["spot_preempt_mtbi_h_per_node_lo"]),
+                                              c["spot_reacquire_s_hi"]),
+            "goodput_preempt_max": goodput_at(job_preempt_rate_per_s(c, c["spot_preempt_mtbi_h_per_node_hi"]),
+                                              c["spot_reacquire_s_lo"]),
             "time_to_train_days": days,
-            "n_interruptions": days * 24.0 / mtti_h,
+            "n_interruptions": interruptions,
         }

@@ -62,8 +62,10 @@ def test_catalog_instances_and_metrics(capsys):
     assert sorted(rows) == sorted(catalog.instances())
     # p5en (cloud-instances.csv): 8 H200, EFA at 3,200 Gbit/s per instance, $7.912 on demand, $2.975 3-year
     assert rows["aws-p5en.48xlarge"][1:11] == ["h200-sxm", "8", "8", "400", "efa", "7.91", "–", "2.98", "–", "–"]
-    # AWS Capacity Blocks (the spot column on AWS) hold at most 2,048 GPUs; on demand states no limit
-    assert rows["aws-p5.48xlarge"][-2:] == ["–", "2,048"]
+    # AWS Capacity Blocks (the spot column on AWS) hold at most 2,048 GPUs; on demand states no limit; a
+    # Capacity Block is not preempted, CoreWeave's spot is, once per 5.76 node-hours (instances.yaml, X21 X22)
+    assert rows["aws-p5.48xlarge"][-3:] == ["–", "2,048", "–"]
+    assert rows["coreweave-hgx-h100"][-1] == "5.76"
     assert main(["catalog", "metrics"]) == 0
     out = capsys.readouterr().out
     rows = {ln.split()[0]: ln for ln in out.splitlines()[3:]}

@@ -8,7 +8,9 @@ import pytest
 from conftest import evaluate_405b
 
 from objectives.calibration import Calibration
+from objectives.catalog import SPOT_FIELDS
 from objectives.checkpoint import daly_interval_s, young_interval_s
+from objectives.pipeline import DEFAULTS
 from objectives.reliability import Reliability, daly_goodput
 
 _eval = evaluate_405b
@@ -51,7 +53,8 @@ def _cols(**over):
     m = 50677.0 * 3600 / 16384
     c = dict(n_gpus=16384.0, gpu_mtbi_h=50677.0, gpu_planned_mtbi_h=np.inf, restart_fixed_s=600.0,
              ckpt_interval_s=daly_interval_s(75.0, m), ckpt_stall_s=75.0, ckpt_lag_s=0.0, ckpt_read_s=47.0,
-             time_to_train_ideal_days=60.0)
+             time_to_train_ideal_days=60.0, instance_gpus=8.0, server_gpus=8.0,
+             **{k: DEFAULTS[k] for k in ("preemptible", *SPOT_FIELDS)})  # not preemptible (tests/test_spot.py)
     c.update(over)
     return {k: np.atleast_1d(np.float64(v)) for k, v in c.items()}
 
@@ -69,7 +72,7 @@ def test_goodput_and_time_to_train():
     assert out["time_to_train_days"][0] == pytest.approx(60.0 / g)
     lost = out["lost_ckpt_frac"] + out["lost_rework_frac"] + out["lost_restart_frac"] + out["lost_planned_frac"]
     np.testing.assert_allclose(out["goodput"] + lost, 1.0, rtol=1e-12)
-    assert out["lost_planned_frac"][0] == 0
+    assert out["lost_planned_frac"][0] == 0 and out["lost_preempt_frac"][0] == 0
 
 
 def test_planned_stops_and_async_lag():

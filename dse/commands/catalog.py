@@ -34,7 +34,7 @@ KEY_FIELDS: dict[str, list[tuple[str, str]]] = {
                   ("nic_gbit_s", "scale-out Gbit/s per GPU"), ("fabric", "fabric"),
                   ("usd.on_demand", "on-demand $/GPU-h"), ("usd.reserved_1y", "1y $/GPU-h"),
                   ("usd.reserved_3y", "3y $/GPU-h"), ("usd.spot", "spot $/GPU-h"), ("largest_gpus", "largest GPUs"),
-                  ("largest_spot_gpus", "largest spot GPUs")],
+                  ("largest_spot_gpus", "largest spot GPUs"), ("spot_preempt_h", "spot node-h per preemption")],
 }
 CATALOGS = ("gpus", "models", "networks", "storage", "instances", "metrics")
 
@@ -65,6 +65,8 @@ def _entries(what: str) -> dict[str, dict] | None:
             e["nic_gbit_s"] = raw["nic_gbyte_s"] * 8.0
             e["largest_gpus"] = float(raw["max_gpus"][pricings.index("on_demand")])
             e["largest_spot_gpus"] = float(raw["max_gpus"][pricings.index("spot")])
+            preemptible = raw["preemptible"][pricings.index("spot")] > 0  # blank: not preemptible (a Capacity Block)
+            e["spot_preempt_h"] = raw["spot_preempt_mtbi_h_per_node"] if preemptible else float("nan")
     return entries
 
 

@@ -1,5 +1,5 @@
 """What bounds a design: its step time split into compute, exposed communication and bubble, plus the
-goodput losses (checkpoint stalls, rework and restarts after failures, planned maintenance) as seconds per
+goodput losses (checkpoint stalls, rework and restarts after failures, spot preemptions, planned maintenance) as seconds per
 step: ``step_time_s * lost_frac / goodput`` (goodput = 1 - the lost fractions)."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ LOSS_PARTS = (
     ("lost_rework_frac", "failure rework", "#8172B3"),
     ("lost_restart_frac", "failure restarts", "#B0B0B0"),
     ("lost_planned_frac", "planned maintenance", "#E5D8BD"),
+    ("lost_preempt_frac", "spot preemptions", "#8B0000"),
 )
 
 

@@ -34,6 +34,7 @@ import yaml
 
 from objectives.catalog.instances import (
     INSTANCE_FIELDS,
+    SPOT_FIELDS,
     instance_columns,
     instance_ids,
     instances,
@@ -42,7 +43,7 @@ from objectives.catalog.instances import (
 )
 from objectives.table import CATEGORIES, InputError, factorize, is_constant
 
-__all__ = ["INSTANCE_FIELDS", "instances", "instance_ids", "label_instances", "provider_labels", "GPU_FIELDS",
+__all__ = ["INSTANCE_FIELDS", "SPOT_FIELDS", "instances", "instance_ids", "label_instances", "provider_labels", "GPU_FIELDS",
            "MODEL_FIELDS", "MODEL_FIELD_DEFAULTS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
            "models", "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids",
            "operating_defaults", "natural_network", "expand"]

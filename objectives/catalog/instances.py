@@ -14,7 +14,9 @@ storage.yaml's price), and ``cloud_usd_per_gpu_hr`` at the row's ``pricing`` (``
 does not have stays NaN: the row is infeasible with the reason "no published price" (objectives.rental),
 never priced by a number the source does not give. ``rental_max_gpus``: the largest cluster the provider
 advertises at that pricing (AWS Capacity Blocks: 256 instances; OCI and Azure zettascale fabrics), inf
-where none is stated.
+where none is stated. ``preemptible``: 1 where the row's capacity can be reclaimed, ``pricing: spot`` on an
+instance whose ``spot_kind`` is ``spot`` (GCP, Azure, CoreWeave; an AWS Capacity Block is reserved, 0), with
+its provider's preemption figures (:data:`SPOT_FIELDS`, instances.yaml ``providers``; objectives.reliability).
 """
 
 from __future__ import annotations
@@ -27,20 +29,34 @@ import yaml
 
 from objectives.table import CATEGORIES, Columns, InputError, encode, is_constant
 
-__all__ = ["INSTANCE_FIELDS", "PRICINGS", "instances", "fabrics", "providers", "instance_ids",
+__all__ = ["INSTANCE_FIELDS", "SPOT_FIELDS", "PRICINGS", "instances", "fabrics", "providers", "instance_ids",
            "provider_labels", "label_instances", "instance_columns"]
 
 HERE = Path(__file__).parent
 #: the numeric columns an instance sets (a table's own value wins)
 INSTANCE_FIELDS = ("scaleup_size", "nic_gbyte_s", "net_eff_rel", "net_transport_latency_s", "instance_gpus",
                    "storage_cloud_usd_per_tb_month", "storage_object_usd_per_tb_month")
+#: a provider's spot preemption figures (instances.yaml ``providers``; NaN: it rents nothing preemptible), each
+#: with its range's ends; they act on a row's preemptible capacity only (:func:`instance_columns`)
+SPOT_FIELDS = tuple(f"{name}{end}" for name in ("spot_preempt_mtbi_h_per_node", "spot_reacquire_s")
+                    for end in ("", "_lo", "_hi"))
 PRICINGS = CATEGORIES["pricing"]
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _value(entry):
-    v = entry.get("value") if isinstance(entry, dict) else entry
+def _value(entry, key="value"):
+    v = entry.get(key) if isinstance(entry, dict) else entry
     return np.nan if v is None else float(v)
+
+
+def _spot(spec: dict) -> dict[str, float]:
+    """A provider's :data:`SPOT_FIELDS` (NaN where it gives none)."""
+    out = {}
+    for name in ("spot_preempt_mtbi_h_per_node", "spot_reacquire_s"):
+        entry = spec.get(name)
+        for end, key in (("", "value"), ("_lo", "lo"), ("_hi", "hi")):
+            out[name + end] = _value(entry, key) if entry is not None else np.nan
+    return out
 
 
 @functools.cache
@@ -56,17 +72,19 @@ def fabrics() -> dict[str, dict[str, float]]:
 
 @functools.cache
 def providers() -> dict[str, dict]:
-    """Provider id -> its name and storage prices per TB-month (NaN: not published)."""
+    """Provider id -> its name, storage prices per TB-month and spot preemption figures (NaN: not published)."""
     return {k: {"name": v["name"], **{f: _value(v[f]) for f in ("storage_cloud_usd_per_tb_month",
-                                                                "storage_object_usd_per_tb_month")}}
+                                                                "storage_object_usd_per_tb_month")},
+                **_spot(v)}
             for k, v in _raw()["providers"].items()}
 
 
 @functools.cache
 def instances() -> dict[str, dict]:
-    """Instance id -> {gpu, network, provider, fabric, every field of INSTANCE_FIELDS, prices: per pricing
-    (NaN: not published), max_gpus: per pricing (inf: none stated), and the entry's text: name, fabric_name,
-    topology, prices_source, spot_kind, confidence}, in the catalog's order."""
+    """Instance id -> {gpu, network, provider, fabric, every field of INSTANCE_FIELDS and SPOT_FIELDS, prices:
+    per pricing (NaN: not published), max_gpus: per pricing (inf: none stated), preemptible: per pricing (1:
+    its spot is reclaimable), and the entry's text: name, fabric_name, topology, prices_source, spot_kind,
+    confidence}, in the catalog's order."""
     out = {}
     for iid, spec in _raw()["instances"].items():
         fabric = fabrics().get(spec["fabric"], dict.fromkeys(("net_eff_rel", "net_transport_latency_s"), np.nan))
@@ -82,9 +100,11 @@ def instances() -> dict[str, dict]:
             **fabric,
             "instance_gpus": float(spec["gpus_per_instance"]),
             **{f: store[f] for f in ("storage_cloud_usd_per_tb_month", "storage_object_usd_per_tb_month")},
+            **{f: store[f] for f in SPOT_FIELDS},
             "prices": np.array([_value(spec["prices"][p]) for p in PRICINGS]),
             "max_gpus": np.array([min(largest, spot_max) if p == "spot" and not np.isnan(spot_max) else largest
                                   for p in PRICINGS]),
+            "preemptible": np.array([float(p == "spot" and spec.get("spot_kind") == "spot") for p in PRICINGS]),
         }
         out[iid] = row
     return out
@@ -94,14 +114,15 @@ def instance_ids() -> list[str]:
     return sorted(instances())
 
 
-def _luts() -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Per field, its value by instance code (code 0, owned: NaN); the price and largest cluster by
-    (code, pricing); every code's provider label."""
+def _luts() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per field (INSTANCE_FIELDS, SPOT_FIELDS), its value by instance code (code 0, owned: NaN); the price,
+    largest cluster and preemptible flag by (code, pricing)."""
     rows = [None, *instances().values()]
-    fields = {f: np.array([np.nan if r is None else r[f] for r in rows]) for f in INSTANCE_FIELDS}
-    prices = np.array([np.full(len(PRICINGS), np.nan) if r is None else r["prices"] for r in rows])
-    largest = np.array([np.full(len(PRICINGS), np.inf) if r is None else r["max_gpus"] for r in rows])
-    return fields, prices, largest
+    fields = {f: np.array([np.nan if r is None else r[f] for r in rows]) for f in INSTANCE_FIELDS + SPOT_FIELDS}
+    blank = {"prices": np.nan, "max_gpus": np.inf, "preemptible": 0.0}
+    by_pricing = {k: np.array([np.full(len(PRICINGS), v) if r is None else r[k] for r in rows])
+                  for k, v in blank.items()}
+    return fields, by_pricing
 
 
 def _codes(values: np.ndarray) -> np.ndarray:
@@ -159,31 +180,35 @@ def label_instances(user: Columns) -> Columns:
 
 
 def instance_columns(cols: dict) -> dict:
-    """The numeric columns a renting row gets (:data:`INSTANCE_FIELDS`, ``rental_max_gpus``), each the
-    table's own value where it gives one; and ``instance_usd_per_gpu_hr``, the price at its ``pricing``
-    (NaN: not published). ``cols``: the table with ``instance`` and ``pricing`` encoded. Empty without
-    an ``instance`` column."""
+    """The numeric columns a renting row gets (:data:`INSTANCE_FIELDS`, :data:`SPOT_FIELDS`,
+    ``rental_max_gpus``, ``preemptible``), each the table's own value where it gives one; and
+    ``instance_usd_per_gpu_hr``, the price at its ``pricing`` (NaN: not published). A table that gives a spot
+    figure without its range's ends gets that value as both ends (its what-if is a point). ``cols``: the table
+    with ``instance`` and ``pricing`` encoded. Empty without an ``instance`` column."""
     if "instance" not in cols:
         return {}
     codes = _codes(cols["instance"])
     n = len(codes)
     pricing = _codes(cols["pricing"]) if "pricing" in cols else np.broadcast_to(np.intp(0), (n,))
-    fields, prices, largest = _luts()
+    fields, by_pricing = _luts()
     out = {}
     for name, lut in fields.items():
         value = _take(lut, codes)
-        if name in cols:  # the table's own value wins (a what-if), the instance's fills its blanks
-            given = np.asarray(cols[name], dtype=np.float64)
+        base = name.removesuffix("_lo").removesuffix("_hi")
+        given = cols.get(name, cols.get(base) if name in SPOT_FIELDS and base != name else None)
+        if given is not None:  # the table's own value wins (a what-if), the instance's fills its blanks
+            given = np.asarray(given, dtype=np.float64)
             value = np.where(np.isnan(given), value, given)
         out[name] = value
     if is_constant(codes) and is_constant(pricing):
-        out["instance_usd_per_gpu_hr"] = np.broadcast_to(prices[codes[0], pricing[0]], (n,))
-        out["rental_max_gpus"] = np.broadcast_to(largest[codes[0], pricing[0]], (n,))
+        per = {k: np.broadcast_to(lut[codes[0], pricing[0]], (n,)) for k, lut in by_pricing.items()}
     else:
         codes, pricing = np.broadcast_to(codes, (n,)), np.broadcast_to(pricing, (n,))
-        out["instance_usd_per_gpu_hr"] = prices[codes, pricing]
-        out["rental_max_gpus"] = largest[codes, pricing]
-    if "rental_max_gpus" in cols:
-        given = np.asarray(cols["rental_max_gpus"], dtype=np.float64)
-        out["rental_max_gpus"] = np.where(np.isnan(given), out["rental_max_gpus"], given)
+        per = {k: lut[codes, pricing] for k, lut in by_pricing.items()}
+    out["instance_usd_per_gpu_hr"] = per["prices"]
+    for name, key in (("rental_max_gpus", "max_gpus"), ("preemptible", "preemptible")):
+        out[name] = per[key]
+        if name in cols:
+            given = np.asarray(cols[name], dtype=np.float64)
+            out[name] = np.where(np.isnan(given), out[name], given)
     return out
