@@ -34,9 +34,13 @@ def chromium() -> str:
     pytest.skip("chromium is missing: install it with `apt-get install -y chromium` to run the browser test")
 
 
+#: a browser start and a 2 MB page take 3-5 s on 2 idle cores; a loaded CI machine has taken over 60 s
+BROWSER_TIMEOUT_S = 300
+
+
 def browse(exe: str, url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                           *extra, url], capture_output=True, text=True, timeout=60)
+                           *extra, url], capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
