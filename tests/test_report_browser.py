@@ -1,5 +1,6 @@
 """The report in a real browser: headless Chromium (Debian's `chromium`; `.ci/run` installs it) loads
-report.html offline with no console error, and the DOM it built has the front's points and table rows."""
+report.html offline with no console error, and the DOM it built has the front's points and table rows; a
+serving run's report likewise, with its two serving pictures and a front table that fits 1,400 px."""
 
 from __future__ import annotations
 
@@ -150,3 +151,38 @@ def test_colour_kinds_switch_in_chromium(tmp_path):
         assert all(i["point"] == i["swatch"] for i in found["items"] if i["point"] is not None), (kind, found)
     assert [i["group"] for i in got["kinds"]["provider"]["items"]] == ["owned", "aws", "azure", "gcp"]
     assert {"capex_usd", "run_cost_usd", "lifetime_cost_usd"} <= set(got["headers"])
+
+
+@pytest.fixture(scope="module")
+def serving_dir(tmp_path_factory) -> Path:
+    """The DeepSeek-R1 serving space's whole grid: aggregated and disaggregated designs, the widest table."""
+    from test_report_serving import serving_run
+
+    return serving_run(tmp_path_factory.mktemp("browser") / "serving", "serving-deepseek-r1.yaml", trials=None)
+
+
+def test_serving_report_in_chromium(serving_dir, tmp_path):
+    """No console error; both serving pictures drawn with every design and their fronts; the per-GPU colours
+    as the legend says; the recommendation speaks serving; the front table fits 1,400 px."""
+    from dse.report.data import load_run
+
+    exe = chromium()
+    html = (serving_dir / "report.html").read_text()
+    page = tmp_path / "page.html"
+    page.write_text(html.replace("<head>", "<head>" + CAPTURE, 1))
+    proc = browse(exe, page.as_uri(), tmp_path / "profile", "--dump-dom")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    console = re.search(r'<pre id="__console">(.*?)</pre>', proc.stdout, flags=re.DOTALL).group(1)
+    assert console == "", f"console errors: {console}"
+    designs = len(load_run(serving_dir).trials)
+    for key in ("throughput", "cost"):
+        figure = re.search(rf'<figure class="view" id="view-{key}">(.*?)</figure>', proc.stdout, flags=re.DOTALL)
+        assert figure, f"no {key} picture in the DOM"
+        assert figure.group(1).count("<circle ") == designs and '<circle class="front"' in figure.group(1)
+    got = _checks(exe, html, tmp_path)
+    gpu = got["kinds"]["gpu"]
+    assert all(i["point"] == i["swatch"] for i in gpu["items"]), gpu["items"]
+    assert got["rec"].startswith("Recommended: ") and "per million output tokens" in got["rec"]
+    assert {"ttft_s", "tpot_s", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu", "usd_per_mtok_out",
+            "serving", "prefill_gpus"} <= set(got["headers"])
+    assert got["right"] <= got["width"] and got["scroll"][0] <= got["scroll"][1], got  # no horizontal scroll

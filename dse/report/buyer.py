@@ -2,7 +2,9 @@
 from the data, and the best design of each GPU, provider and cloud instance.
 
 "Best" in a group is the design the same rule recommends among the group's own designs: with a deadline
-in the space, the group's cheapest design within it; without, the knee of the group's own front. A group
+in the space, the group's cheapest design within it; without, the knee of the group's own front. A serving
+space's latency targets (dse.report.knee.slo_targets) play the deadline's part: the design with the least
+cost per million output tokens among those meeting them. A group
 is a GPU always; a provider where the table has ``provider`` or ``instance`` (an instance id starts with
 its provider: ``aws-p5.48xlarge``; a design without one is ``owned``) or mixes owned and rented designs;
 an instance where the table has ``instance``.
@@ -15,10 +17,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dse.report import serving_buyer
 from dse.report.breakdown import breakdown
-from dse.report.data import COSTS, Run, cost_columns, fmt
-from dse.report.knee import DEADLINE_METRIC, cheapest_index, cost_metric, deadline_days, knee_index
+from dse.report.data import Run, cost_columns, fmt, is_dollars
+from dse.report.knee import (
+    DEADLINE_METRIC,
+    SERVING_COST,
+    cheapest_index,
+    cost_metric,
+    deadline_days,
+    knee_index,
+    slo_targets,
+)
 from dse.report.names import design_names, money, number, shared_axes
+from dse.report.serving import SUMMARY
 from dse.store.pareto import front_table, to_minimization
 
 __all__ = ["Recommendation", "recommend", "cost_columns", "group_kinds", "group_values", "best_per_group",
@@ -28,13 +40,16 @@ __all__ = ["Recommendation", "recommend", "cost_columns", "group_kinds", "group_
 class Recommendation:
     row: pd.Series  # the recommended design, every column
     position: int | None  # its 1-based number on the front (None: not on it)
-    rule: str  # "knee", "deadline" or "only"
+    rule: str  # "knee", "deadline", "slo" (serving: the cheapest per token within the targets) or "only"
     name: str  # its name among the front's designs
     text: str  # one paragraph: why, from the data
 
 
 def _amount(metric: str, v: float) -> str:
-    """A metric's value with its unit (days, $, MW)."""
+    """A metric's value with its unit (days, $, MW; a serving metric's: dse.report.serving_buyer)."""
+    said = serving_buyer.amount(metric, v)
+    if said is not None:
+        return said
     if metric.endswith("_usd"):
         return money(v)
     if metric.endswith("_days") and abs(v) < 1:  # under a day, in hours
@@ -49,6 +64,9 @@ def _delta(metric: str, direction: str, a: float, b: float) -> str:
     """How design value ``a`` compares with a neighbour's ``b`` on ``metric``, in words."""
     if not (np.isfinite(a) and np.isfinite(b)):
         return ""
+    said = serving_buyer.delta(metric, a, b)
+    if said is not None:
+        return said
     d = a - b
     if d == 0:
         return f"the same {metric}"
@@ -65,12 +83,13 @@ def _delta(metric: str, direction: str, a: float, b: float) -> str:
 
 
 def group_kinds(frame: pd.DataFrame) -> list[str]:
-    """The groups a buyer compares in ``frame``: gpu; provider and instance where the table has them."""
+    """The groups a buyer compares in ``frame``: gpu; provider and instance where the table has them and
+    they tell designs apart (every design owned is one group: nothing to compare)."""
     kinds = ["gpu"] if "gpu" in frame else []
     mixed = "cost_mode" in frame and frame["cost_mode"].astype(str).nunique() > 1
-    if "provider" in frame or "instance" in frame or mixed:
+    if ("provider" in frame or "instance" in frame or mixed) and group_values(frame, "provider").nunique() > 1:
         kinds.append("provider")
-    if "instance" in frame:
+    if "instance" in frame and group_values(frame, "instance").nunique() > 1:
         kinds.append("instance")
     return kinds
 
@@ -100,16 +119,44 @@ def group_values(frame: pd.DataFrame, kind: str) -> pd.Series:
     return s.astype(str).where(~_blank(s), mode)
 
 
-def _choose(front: pd.DataFrame, trials: pd.DataFrame, objectives: dict, deadline: float | None):
-    """(row, rule) the recommendation rule picks: the cheapest admissible design within the deadline, or
+@dataclass
+class Target:
+    """What the recommendation meets: a deadline (days) or a serving space's latency targets; and the cost
+    it minimizes within it (None: no target, the knee)."""
+
+    rule: str | None  # "deadline", "slo" or None
+    cost: str | None
+    deadline: float | None = None
+    slo: dict | None = None
+
+
+def target(run: Run) -> Target:
+    """The run's target: a serving run's latency targets (least ``usd_per_mtok_out`` within them), else the
+    space's deadline (least cost: dse.report.knee.cost_metric)."""
+    spec = run.info.get("spec", {})
+    constraints = spec.get("constraints") or []
+    if run.serving:
+        slo = slo_targets(constraints, {**spec.get("workload", {}), **spec.get("cluster", {})})
+        if slo and SERVING_COST in run.trials:
+            return Target("slo", SERVING_COST, slo=slo)
+        return Target(None, None)
+    deadline = deadline_days(constraints)
+    if deadline is None:
+        return Target(None, None)
+    return Target("deadline", cost_metric(run.objectives, run.front.columns if len(run.front) else run.trials.columns),
+                  deadline=deadline)
+
+
+def _choose(front: pd.DataFrame, trials: pd.DataFrame, objectives: dict, goal: Target):
+    """(row, rule) the recommendation rule picks: the cheapest admissible design within the target, or
     the knee of ``front`` (non-dominated, sorted by the first objective)."""
     first = list(objectives)[0]
-    cost = cost_metric(objectives, front.columns)
-    if deadline is not None and cost is not None:
+    cost = goal.cost
+    if goal.rule is not None and cost is not None and cost in trials:
         pool = front if cost in objectives else trials[trials["admissible"].astype(bool)]
         i = cheapest_index(pool, cost, first, objectives[first])
         if i is not None:
-            return pool.iloc[i], "deadline"
+            return pool.iloc[i], goal.rule
     if len(front) == 1:
         return front.iloc[0], "only"
     F = to_minimization(front[list(objectives)].to_numpy(dtype=np.float64), list(objectives.values()))
@@ -123,15 +170,18 @@ def _position(front: pd.DataFrame, row: pd.Series) -> int | None:
     return None
 
 
-def _why(rule: str, run: Run, deadline: float | None, row: pd.Series) -> str:
+def _why(rule: str, run: Run, goal: Target, row: pd.Series) -> str:
     objectives = list(run.objectives)
     n = len(run.front)
     if rule == "only":
         return "it is the only design on the front"
     if rule == "deadline":
-        cost = cost_metric(run.objectives, run.front.columns)
-        return (f"it is the cheapest design (least {cost}) of those that train within the space's deadline of "
-                f"{number(deadline, 3)} days")
+        return (f"it is the cheapest design (least {goal.cost}) of those that train within the space's deadline of "
+                f"{number(goal.deadline, 3)} days")
+    if rule == "slo":
+        meets = int(run.trials["admissible"].astype(bool).sum())
+        return (f"it is the cheapest design per output token (least {goal.cost}) of the {number(meets)} that meet the "
+                f"space's targets, {serving_buyer.targets_text(goal.slo)}")
     through = ("the line between the front's two extremes" if len(objectives) == 2 else
                f"the plane through the front's {len(objectives)} extremes")
     return (f"it is the knee of the front: of its {n} designs, the one farthest from {through} on the "
@@ -219,21 +269,32 @@ def _profile(row: pd.Series) -> list[str]:
     return out
 
 
+def _gives(run: Run, row: pd.Series) -> str:
+    """What the design gives on the objectives (a serving design: in a serving buyer's words, then any
+    objective those leave out)."""
+    if run.serving:
+        said = serving_buyer.gives(row)
+        rest = [m for m in run.objectives if m not in SUMMARY]
+        return said + "".join(f", {_amount(m, float(row[m]))}" for m in rest)
+    gives = [(lambda a: a if a.startswith(m) else f"{m} {a}")(_amount(m, float(row[m]))) for m in run.objectives]
+    return "it gives " + (", ".join(gives[:-1]) + " and " + gives[-1] if len(gives) > 1 else gives[0])
+
+
 def recommend(run: Run) -> Recommendation | None:
     """The design to buy of ``run``, and why (None where its front is empty)."""
     if run.front.empty or not run.objectives:
         return None
-    deadline = deadline_days(run.info.get("spec", {}).get("constraints") or [])
-    row, rule = _choose(run.front, run.trials, run.objectives, deadline)
+    goal = target(run)
+    row, rule = _choose(run.front, run.trials, run.objectives, goal)
     pos = _position(run.front, row)
     names = design_names(run.front, run.design_columns)
-    name = names[pos - 1] if pos else design_names(pd.concat([run.front, row.to_frame().T]), run.design_columns)[-1]
-    said = [_why(rule, run, deadline, row)]
-    gives = [f"{m} {_amount(m, float(row[m]))}" for m in run.objectives]
-    said.append("it gives " + (", ".join(gives[:-1]) + " and " + gives[-1] if len(gives) > 1 else gives[0]))
+    # a design off the front is named among the front's (a frame of its own keeps its numbers numbers)
+    name = names[pos - 1] if pos else design_names(pd.concat([run.front, pd.DataFrame([row.to_dict()])], ignore_index=True),
+                                                   run.design_columns)[-1]
+    said = [_why(rule, run, goal, row), _gives(run, row)]
     if pos:
         said += _neighbours(run, pos, names)
-    said += _profile(row)
+    said += serving_buyer.profile(row) if run.serving else _profile(row)
     text = ". ".join(s[0].upper() + s[1:] for s in said) + "."
     return Recommendation(row=row, position=pos, rule=rule, name=name, text=text)
 
@@ -242,7 +303,7 @@ def best_per_group(run: Run, kind: str) -> pd.DataFrame:
     """One row per group of ``kind``: its designs, feasible designs, front designs, and its best design (the
     recommendation rule applied to the group's designs), sorted by that design's first objective."""
     trials, objectives = run.trials, run.objectives
-    deadline = deadline_days(run.info.get("spec", {}).get("constraints") or [])
+    goal = target(run)
     groups = group_values(trials, kind)
     on_front = group_values(run.front, kind).value_counts() if not run.front.empty else pd.Series(dtype=int)
     rows = []
@@ -250,12 +311,13 @@ def best_per_group(run: Run, kind: str) -> pd.DataFrame:
         sub = trials[(groups == g).to_numpy()]
         admissible = int(sub["admissible"].astype(bool).sum())
         front = front_table(sub, objectives, feasible="admissible", dedupe=run.design_columns or None)
-        front = front.sort_values(list(objectives)[0], kind="stable").reset_index(drop=True)
+        first = list(objectives)[0]
+        front = front.sort_values(first, ascending=objectives[first] == "min", kind="stable").reset_index(drop=True)
         base = {"group": g, "designs": len(sub), "feasible": admissible, "on front": int(on_front.get(g, 0))}
         if front.empty:
             rows.append(base)
             continue
-        row, _ = _choose(front, sub, objectives, deadline)
+        row, _ = _choose(front, sub, objectives, goal)
         rows.append({**row.to_dict(), **base})
     out = pd.DataFrame(rows)
     first = list(objectives)[0]
@@ -271,6 +333,9 @@ def group_table(run: Run, kind: str) -> tuple[list[str], list[list], str]:
     best = best_per_group(run, kind)
     objectives = list(run.objectives)
     costs = cost_columns(best, objectives)
+    if run.serving:  # what a serving buyer compares, beside the objectives; the deployment's cost per hour
+        objectives += [m for m in SUMMARY if m in best and m not in objectives]
+        costs += [("usd_per_hr", "usd_per_hr")] if "usd_per_hr" in best else []
     header = [kind, "best design", "designs", "feasible", "on front"] + objectives + [label for label, _ in costs]
     has = best[objectives[0]].notna() if objectives[0] in best else pd.Series(False, index=best.index)
     names, shared = [""] * len(best), ""
@@ -308,7 +373,7 @@ def terminal_text(run: Run, width: int = 110) -> str:
     for kind in group_kinds(run.trials):
         header, rows, shared = group_table(run, kind)
         if len(rows) > 1 or kind == "gpu":
-            dollars = {i for i, h in enumerate(header) if h.endswith("_usd") or h in dict(COSTS)}
+            dollars = {i for i, h in enumerate(header) if is_dollars(h)}
             out += ["", f"best design per {kind}{f' (each has {shared})' if shared else ''}:",
                     _text_table(header, rows, dollars)]
     return "\n".join(out)

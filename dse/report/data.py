@@ -15,6 +15,8 @@ import pandas as pd
 from dse.errors import UserError
 from dse.report.knee import RUN_COST
 from dse.report.names import design_names, shared_axes
+from dse.report.serving import TABLE_COLUMNS as SERVING_TABLE
+from dse.report.serving import is_serving
 from dse.store.pareto import front_table
 
 #: metrics the front table shows after the objectives and the costs (capex, run, lifetime: when the run has them)
@@ -22,8 +24,8 @@ TABLE_METRICS = ("time_to_train_days", "mfu", "goodput", "power_mw", "facility_p
                  "hbm_used_gb")  # usd_per_mtok follows from the run's cost: in the hover text, not a column
 #: the cost columns a buyer compares, in order: (label, candidate columns, newest name first)
 COSTS = (("capex", ("capex_usd",)), ("run cost", RUN_COST), ("lifetime cost", ("lifetime_cost_usd",)))
-MAPPING = ("dp", "tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage")
-_SHORT = {"micro_batch": "mb", "sequence_parallel": "sp", "zero_stage": "zero", "recompute": "rc"}
+MAPPING = ("dp", "tp", "pp", "cp", "ep", "vp", "attn_dp", "micro_batch", "recompute", "sequence_parallel", "zero_stage")
+_SHORT = {"micro_batch": "mb", "sequence_parallel": "sp", "zero_stage": "zero", "recompute": "rc", "attn_dp": "adp"}
 
 
 @dataclass
@@ -36,9 +38,34 @@ class Run:
     objectives: dict[str, str]  # metric -> min|max, in the space's order
     design_columns: list[str]
     trials: pd.DataFrame  # one row per distinct design
-    front: pd.DataFrame  # the admissible non-dominated designs, sorted by the first objective
+    front: pd.DataFrame  # the admissible non-dominated designs, sorted by the first objective, best first
     spec_text: str = ""
     extra: dict = field(default_factory=dict)
+    serving: bool = False  # serving deployments (objectives.serving), not training runs
+
+
+#: named choices the serving model returns as their codes where the space leaves them at their defaults
+#: (``instance`` 0 is owned, ``serving`` 0 aggregated: objectives.table.CATEGORIES); read back as names
+_CODED = ("instance", "serving")
+
+
+def _labelled(trials: pd.DataFrame) -> pd.DataFrame:
+    """``trials`` with the named choices of :data:`_CODED` stored as codes read back as their names, as the
+    training model writes an instance."""
+    coded = [c for c in _CODED if c in trials and pd.api.types.is_numeric_dtype(trials[c])]
+    if not coded:
+        return trials
+    try:
+        from objectives.table import CATEGORIES
+    except ImportError:
+        return trials
+    out = trials.copy()
+    for c in coded:
+        labels = np.asarray(CATEGORIES[c], dtype=object)
+        codes = trials[c].to_numpy(dtype=np.float64)
+        ok = np.isfinite(codes) & (codes >= 0) & (codes < len(labels))
+        out[c] = np.where(ok, labels[np.where(ok, codes, 0).astype(np.int64)], None)
+    return out
 
 
 def load_run(root: str | Path, objectives: dict[str, str] | None = None) -> Run:
@@ -62,12 +89,15 @@ def load_run(root: str | Path, objectives: dict[str, str] | None = None) -> Run:
     design = [c for c in design if c in trials.columns]
     if "admissible" not in trials.columns:
         trials["admissible"] = trials.get("feasible", True)
+    trials = _labelled(trials)
     if design:
         trials = trials.drop_duplicates(subset=design, keep="first").reset_index(drop=True)
     front = front_table(trials, objectives, feasible="admissible", dedupe=design or None)
-    front = front.sort_values(list(objectives)[0], kind="stable").reset_index(drop=True)
+    first = list(objectives)[0]  # best first, as the sweep's table prints it
+    front = front.sort_values(first, ascending=objectives[first] == "min", kind="stable").reset_index(drop=True)
     return Run(root=root, name=spec.get("name") or root.name, info=info, objectives=objectives,
-               design_columns=design, trials=trials, front=front, spec_text=info.get("spec_text", ""))
+               design_columns=design, trials=trials, front=front, spec_text=info.get("spec_text", ""),
+               serving=is_serving(trials))
 
 
 def load_runs(roots: Sequence[str | Path]) -> list[Run]:
@@ -144,6 +174,12 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def is_dollars(column: str) -> bool:
+    """A column (or table header) of dollars: ``_usd``, a price per unit (``usd_per_mtok_out``, ``usd_per_hr``)
+    or a cost's label (capex, run cost, lifetime cost)."""
+    return column.endswith("_usd") or (column.startswith("usd_per_") and column.isidentifier()) or column in dict(COSTS)
+
+
 def cost_columns(frame, objectives=()) -> list[tuple[str, str]]:
     """(label, column) of capex, the run's cost and the lifetime cost that ``frame`` has; the run's cost
     is ``run_cost_usd``, or ``tco_usd`` where the table predates the rename; none that is an objective."""
@@ -159,9 +195,12 @@ def cost_columns(frame, objectives=()) -> list[tuple[str, str]]:
 def table_metrics(runs: Sequence[Run]) -> list[str]:
     """The front table's metric columns: the objectives, then capex, the run's cost and the lifetime cost
     (``run_cost_usd``, or ``tco_usd`` before the rename; an alias of an objective is left out), then
-    TABLE_METRICS, each where a run has it."""
+    TABLE_METRICS, each where a run has it. Serving runs: the serving columns (dse.report.serving) in their
+    order, the objectives among them, each where a run has it."""
     objectives = list(runs[0].objectives)
     columns = set().union(*(r.front.columns for r in runs))
+    if all(r.serving for r in runs):
+        return [m for m in objectives if m not in SERVING_TABLE] + [m for m in SERVING_TABLE if m in columns]
     costs = [c for _, c in cost_columns(columns, objectives)]
     return objectives + costs + [m for m in TABLE_METRICS if m not in objectives and m not in costs and m in columns]
 
@@ -199,7 +238,7 @@ def mapping_label(row: Mapping[str, Any]) -> str:
     for c in MAPPING:
         if c in row and not (isinstance(row[c], float) and np.isnan(row[c])):
             v = row[c]
-            if c in ("cp", "ep", "vp") and fmt(v) == "1":
+            if c in ("cp", "ep", "vp", "attn_dp") and fmt(v) == "1":
                 continue
             parts.append(f"{_SHORT.get(c, c)}{'=' if c == 'recompute' else ''}{fmt(v)}")
     return " ".join(parts)

@@ -54,8 +54,9 @@ class Facets:
         codes = self.codes[run_index]
         return {k: (v if mask is None else v[mask]) for k, v in codes.items()}
 
-    def legends(self, runs: list[Run], run_colours: list[str]) -> str:
-        """One legend per kind (swatch, group, its front and total designs) and, with several kinds, the buttons."""
+    def legends(self, runs: list[Run], run_colours: list[str], counts: bool = True) -> str:
+        """One legend per kind (swatch, group, its front and total designs; without ``counts``, its designs)
+        and, with several kinds, the buttons."""
         out = []
         for kind in self.kinds:
             items = []
@@ -68,7 +69,8 @@ class Facets:
                     n_all = sum(int((c[kind] == code).sum()) for c in self.codes)
                     items.append((self.colour(kind, code), value, n_front, n_all))
             spans = "".join(f'<span class="item" data-group="{escape(str(v), quote=True)}"><i class="sw" '
-                            f'style="background:{c}"></i>{escape(str(v))} (front {f} of {a} designs)</span>'
+                            f'style="background:{c}"></i>{escape(str(v))} '
+                            f'({f"front {f} of " if counts else ""}{a} designs)</span>'
                             for c, v, f, a in items)
             out.append(f'<div class="legend legend-kind legend-{kind}" data-kind="{kind}"><b>by {kind}:</b> {spans}</div>')
         buttons = ""

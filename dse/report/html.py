@@ -7,17 +7,17 @@ from html import escape
 import numpy as np
 
 from dse.report.data import fmt
-from dse.report.names import money
+from dse.report.names import money, number
 
-__all__ = ["Interval", "Tie", "Mark", "Money", "cell", "table"]
+__all__ = ["Interval", "Tie", "Mark", "Name", "Money", "cell", "table"]
 
 
 class Interval(float):
     """A table value with its 80% interval, shown as 'value lo–hi' and sorted by the value."""
 
-    def __new__(cls, value, lo, hi, dollars: bool = False):
+    def __new__(cls, value, lo, hi, dollars: bool = False, short: bool = False):
         out = super().__new__(cls, value)
-        out.lo, out.hi, out.dollars = lo, hi, dollars
+        out.lo, out.hi, out.dollars, out.short = lo, hi, dollars, short  # short: bounds to 3 digits
         return out
 
 
@@ -27,6 +27,10 @@ class Tie(str):
 
 class Mark(str):
     """A design's name, marked as the recommended one (a table cell in bold with a star)."""
+
+
+class Name(str):
+    """A design's name (a table cell that wraps, in a column wide enough to read it)."""
 
 
 class Money(float):
@@ -43,10 +47,11 @@ def cell(v, left=False) -> str:
     """One <td>: numbers carry ``data-v`` (the sort key) and right-align; text aligns left."""
     if isinstance(v, Interval):
         show = money if v.dollars else fmt
+        bound = show if v.dollars or not v.short else (lambda x: number(x, 3))
         inner = _cell(float(v))
         inner = inner[: inner.index(">") + 1] + escape(show(float(v)))  # '<td data-v=..>value'
         span = "" if np.isnan(v.lo) and np.isnan(v.hi) else \
-            f' <span class="iv">{escape(show(float(v.lo)))}–{escape(show(float(v.hi)))}</span>'
+            f' <span class="iv">{escape(bound(float(v.lo)))}–{escape(bound(float(v.hi)))}</span>'
         return f"{inner}{span}</td>"
     if isinstance(v, Money):
         inner = _cell(float(v))
@@ -55,6 +60,8 @@ def cell(v, left=False) -> str:
         return f'<td class="l tie">{escape(str(v))}</td>' if v else '<td class="l"></td>'
     if isinstance(v, Mark):
         return f'<td class="l rec" title="the recommended design">&#9733; {escape(str(v))}</td>'
+    if isinstance(v, Name):
+        return f'<td class="l name">{escape(str(v))}</td>'
     return _cell(v, left)
 
 

@@ -23,12 +23,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["normalized", "knee_index", "deadline_days", "cost_metric", "cheapest_index"]
+__all__ = ["normalized", "knee_index", "deadline_days", "cost_metric", "cheapest_index", "slo_targets", "SERVING_COST",
+           "SLO_METRICS"]
 
 #: the metric a deadline constrains
 DEADLINE_METRIC = "time_to_train_days"
 #: the run's cost, newest name first (objectives renamed ``tco_usd`` to ``run_cost_usd``; the old name is an alias)
 RUN_COST = ("run_cost_usd", "tco_usd")
+#: what a serving design costs per unit of work (objectives.serving.economics)
+SERVING_COST = "usd_per_mtok_out"
+#: the latency metrics a serving target bounds, and the model's own target columns of each (docs/serving.md)
+SLO_METRICS = {"ttft_s": "ttft_slo_s", "tpot_s": "tpot_slo_s", "e2e_latency_s": None, "tokens_per_s_per_user": None}
+_BOUND = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<=|<|>=|>)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$")
 _CONSTRAINT = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<=|<)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$")
 
 
@@ -72,6 +78,29 @@ def deadline_days(constraints: Sequence[str]) -> float | None:
     bounds = [float(m.group(3)) for c in constraints if isinstance(c, str) and (m := _CONSTRAINT.match(c))
               and m.group(1) == DEADLINE_METRIC]
     return min(bounds) if bounds else None
+
+
+def slo_targets(constraints: Sequence[str], given: Mapping[str, object] | None = None) -> dict[str, tuple[str, float]]:
+    """A serving space's latency targets: metric -> (op, bound), the tightest of its constraints on
+    :data:`SLO_METRICS` and of the model's target columns its ``given`` workload or cluster fixes to one number
+    (``tpot_slo_s: 0.05`` is ``tpot_s <= 0.05``)."""
+    out: dict[str, tuple[str, float]] = {}
+
+    def put(metric, op, bound):
+        old = out.get(metric)
+        upper = op.startswith("<")
+        if old is None or (bound < old[1] if upper else bound > old[1]):
+            out[metric] = (op, bound)
+
+    for c in constraints:
+        m = _BOUND.match(c) if isinstance(c, str) else None
+        if m and m.group(1) in SLO_METRICS:
+            put(m.group(1), m.group(2), float(m.group(3)))
+    for metric, column in SLO_METRICS.items():
+        v = (given or {}).get(column) if column else None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v):
+            put(metric, "<=", float(v))
+    return out
 
 
 def cost_metric(objectives: Mapping[str, str], columns) -> str | None:

@@ -33,7 +33,7 @@ LABELS = {
     "global_batch": "batch", "train_tokens": "tokens", "ckpt_every_s": "ckpt every", "pue": "PUE",
 }
 #: mapping columns in the order a name gives them, with their prefix; dp is left out (n_gpus / (tp pp cp))
-MAPPING_AXES = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"), ("vp", "vp"), ("micro_batch", "mb"),
+MAPPING_AXES = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"), ("vp", "vp"), ("attn_dp", "adp"), ("micro_batch", "mb"),
                 ("zero_stage", "zero"), ("recompute", "rc "), ("sequence_parallel", "sp"))
 #: named (text) choices and how a value reads in a name
 PRICING = {"on_demand": "on-demand", "reserved_1y": "1y reserved", "reserved_3y": "3y reserved", "spot": "spot"}
@@ -158,7 +158,7 @@ def _compose(frame: pd.DataFrame, show: set[str], design: list[str]) -> list[str
             cols[c] = [_text(c, v) for v in values]
         else:
             text = _numbers(values)  # an absent cp, ep or vp is 1, as the mapping label leaves it out
-            cols[c] = [f"{prefix[c]}{text[v]}" if v in text and not (c in ("cp", "ep", "vp") and v == 1) else ""
+            cols[c] = [f"{prefix[c]}{text[v]}" if v in text and not (c in ("cp", "ep", "vp", "attn_dp") and v == 1) else ""
                        for v in values]
     out = []
     for i in range(n):

@@ -1,6 +1,9 @@
 """Which hardware change pays most: every front design re-scored with each hardware parameter of the
 space improved by 10% (bandwidths and GEMM efficiency x1.1, prices x0.9, the scale-up domain to the next
-size), its mapping searched again, all designs x changes in one vectorized call of the model."""
+size), its mapping searched again, all designs x changes in one vectorized call of the model: the training
+model's mapping search (``objectives.search_mapping``), or for a serving run the serving model's
+(``objectives.search_serving``: tp, pp, ep and attention data parallelism searched again at the design's
+concurrency, docs/serving.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dse.report.data import Run
+from dse.report.serving import SUMMARY
 
 GEMM_EFF = ("gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4")
 
@@ -70,10 +74,17 @@ def _calibration(run):
 
 
 def _choices(run):
+    """The mapping choices the sweep searched: the model's defaults, with the lists the space gives
+    (dse.problem.default_scorer)."""
     import objectives
 
     mapping = run.info.get("spec", {}).get("mapping")
-    choices = dict(objectives.DEFAULT_CHOICES)
+    if run.serving:
+        from objectives.serving import SERVING_CHOICES
+
+        choices = dict(SERVING_CHOICES)
+    else:
+        choices = dict(objectives.DEFAULT_CHOICES)
     if isinstance(mapping, Mapping):
         for k, v in mapping.items():
             if isinstance(v, list) and len(v) > 1:
@@ -81,23 +92,43 @@ def _choices(run):
     return choices
 
 
-def sensitivity(run: Run, score: Callable[[dict], Mapping[str, np.ndarray]] | None = None) -> pd.DataFrame:
-    """One row per (front design, change): the objectives' improvement in percent (positive = better).
+def default_score(run: Run) -> Callable[[dict], Mapping[str, np.ndarray]]:
+    """The model the run's designs were scored with, as a design table -> metrics function: the serving
+    model's mapping search for a serving run (its calibration, objectives/serving_calibration.json), the
+    training model's under the run's calibration otherwise; both over the space's mapping choices."""
+    import objectives
 
-    ``score`` maps a design table to metrics (default: ``objectives.search_mapping`` with the space's
+    choices = _choices(run)
+    if run.serving:
+        return lambda t: objectives.search_serving(t, choices=choices)
+    cal = _calibration(run)
+    return lambda t: objectives.search_mapping(t, choices=choices, cal=cal)
+
+
+def metrics_of(run: Run) -> dict[str, str]:
+    """The metrics the sensitivity reports (metric -> direction): the objectives, and for a serving run the
+    serving summary (dse.report.serving.SUMMARY) beside them."""
+    out = dict(run.objectives)
+    if run.serving:
+        for m in SUMMARY:
+            if m in run.front.columns:
+                out.setdefault(m, "min" if m in ("usd_per_mtok_out", "ttft_s") else "max")
+    return out
+
+
+def sensitivity(run: Run, score: Callable[[dict], Mapping[str, np.ndarray]] | None = None,
+                metrics: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per (front design, change): each of ``metrics``' improvement in percent (positive = better;
+    default :func:`metrics_of`, the objectives first).
+
+    ``score`` maps a design table to metrics (default :func:`default_score`: the run's model with the space's
     mapping choices). Changes whose columns the front lacks are skipped.
     """
     front = run.front
     if front.empty:
         return pd.DataFrame()
-    if score is None:
-        import objectives
-
-        choices = _choices(run)
-        cal = _calibration(run)
-
-        def score(t):
-            return objectives.search_mapping(t, choices=choices, cal=cal)
+    score = score or default_score(run)
+    metrics = dict(metrics or metrics_of(run))
 
     base = design_table(run, front)
     n = len(front)
@@ -121,7 +152,7 @@ def sensitivity(run: Run, score: Callable[[dict], Mapping[str, np.ndarray]] | No
     for j, (name, what, _, _) in enumerate(changes, start=1):
         for i in range(n):
             r = {"design": i, "change": name, "what": what}
-            for metric, direction in run.objectives.items():
+            for metric, direction in metrics.items():
                 old = float(np.asarray(out[metric])[i])
                 new = float(np.asarray(out[metric])[j * n + i])
                 ok = feasible[i] and feasible[j * n + i] and old not in (0.0,) and math.isfinite(old) and math.isfinite(new)
@@ -132,12 +163,14 @@ def sensitivity(run: Run, score: Callable[[dict], Mapping[str, np.ndarray]] | No
 
 
 def ranking(sens: pd.DataFrame, objectives: Mapping[str, str]) -> pd.DataFrame:
-    """Per change: the median improvement of each objective over the front, ranked by their mean."""
+    """Per change: the median improvement of each metric ``sens`` has over the front, ranked by the mean of
+    the ``objectives``' medians; ``best_on_front``: the largest gain of one design on an objective."""
     if sens.empty:
         return pd.DataFrame()
     metrics = list(objectives)
+    shown = [c for c in sens.columns if c not in ("design", "change", "what")]
     g = sens.groupby("change", sort=False)
-    table = g[metrics].median()
+    table = g[shown].median()
     table["what"] = g["what"].first()
     table["mean"] = table[metrics].mean(axis=1)
     table["best_on_front"] = g[metrics].max().max(axis=1)

@@ -64,9 +64,12 @@ def tick_label(v: float) -> str:
     return f"{v:.4g}"
 
 
-def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, size: tuple[int, int] = (W, H)) -> str:
+def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, size: tuple[int, int] = (W, H),
+            x_max: bool = False) -> str:
     """One panel. ``series``: dicts with label, colour, and arrays x, y, kind ('front', 'dominated',
-    'infeasible'), title (hover text); fronts are drawn on top and, with ``connect``, joined by a step line."""
+    'infeasible'), title (hover text); fronts are drawn on top and, with ``connect``, joined by a step line:
+    the boundary of what the front dominates, across then up or down to the next point where x is
+    minimized, up or down then across where it is maximized (``x_max``)."""
     W, H = size
     allx = np.concatenate([s["x"] for s in series]) if series else np.zeros(0)
     ally = np.concatenate([s["y"] for s in series]) if series else np.zeros(0)
@@ -97,7 +100,8 @@ def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, si
                 pts = []
                 for k, i in enumerate(order):
                     if k:
-                        pts.append(f"{px[i]:.1f},{py[order[k - 1]]:.1f}")
+                        j = order[k - 1]
+                        pts.append(f"{px[j]:.1f},{py[i]:.1f}" if x_max else f"{px[i]:.1f},{py[j]:.1f}")
                     pts.append(f"{px[i]:.1f},{py[i]:.1f}")
                 out.append(f'<polyline points="{" ".join(pts)}" class="frontline" stroke="{s["colour"]}"/>')
             r = 4.5 if layer == "front" else 2.5
@@ -112,8 +116,11 @@ def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, si
             out.extend(f'<circle class="{layer}"{t_} cx="{x:.1f}" cy="{y:.1f}" r="{r}"><title>{escape(t)}</title></circle>'
                        for x, y, t, t_ in zip(px, py, titles, extra))
             out.append("</g>")
-            if layer == "front" and "rec" in s:
-                out.append(_recommended(px, py, np.asarray(s["rec"], dtype=bool)[m], s.get("rec_title", ""), W - MR))
+    for s in series:  # the recommended design's ring, on top, on or off the panel's front
+        if "rec" in s:
+            m = np.asarray(s["rec"], dtype=bool) & _placeable(s["x"]) & _placeable(s["y"])
+            out.append(_recommended(ax(s["x"][m]), ay(s["y"][m]), np.ones(int(m.sum()), dtype=bool),
+                                    s.get("rec_title", ""), W - MR))
     out.append("</svg>")
     return "".join(out)
 
