@@ -3,7 +3,9 @@
 One concept per module: :mod:`~dse.report.data` (runs, fronts, labels), :mod:`~dse.report.names` (design
 names of the axes that vary, with units), :mod:`~dse.report.knee` (the recommendation rule: the knee of the
 front, or the cheapest design within the space's deadline), :mod:`~dse.report.buyer` (the recommended
-design and why, the best design per GPU, provider and instance), :mod:`~dse.report.facets` (colouring the
+design and why, the best design per GPU, provider and instance), :mod:`~dse.report.serving` (a serving
+run's two pictures with their own fronts, its table columns and time per output token),
+:mod:`~dse.report.serving_buyer` (the recommendation in a serving buyer's words), :mod:`~dse.report.facets` (colouring the
 front by GPU, provider or instance), :mod:`~dse.report.breakdown` (step time and goodput losses per front
 design), :mod:`~dse.report.sensitivity` (which hardware change pays most, computed with the model),
 :mod:`~dse.report.svg` (inline SVG charts), :mod:`~dse.report.html` (table cells),

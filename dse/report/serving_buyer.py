@@ -131,8 +131,8 @@ def profile(row: pd.Series) -> list[str]:
     parts = tpot_parts(pd.DataFrame([row]))
     tpot = _finite(row, "tpot_s")
     if len(parts.columns) and tpot:
-        split = [f"{k} {v / tpot:.0%}" for k, v in parts.iloc[0].items() if v / tpot >= 0.005]
-        out.append(f"a {seconds(tpot)} token goes to {' and '.join(split)}")
+        split = [f"{v / tpot:.0%} {k}" for k, v in parts.iloc[0].items() if v / tpot >= 0.005]
+        out.append(f"a {seconds(tpot)} token is {' and '.join(split)}")
     costs = [f"capex {money(row['capex_usd'])}" if _finite(row, "capex_usd") else "",
              f"{money(row['usd_per_hr'])} an hour" if _finite(row, "usd_per_hr") is not None else ""]
     costs = [c for c in costs if c]
