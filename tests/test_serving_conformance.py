@@ -65,9 +65,14 @@ def test_module_conforms(stages, index):
 
 
 def test_every_serving_row_is_a_number_or_infeasible(stages):
-    model, work = stages[-1]
+    model, work = next(stage for stage in stages if type(stage[0]).__name__ == "ServingEconomics")
     out = model(work, ServingCalibration.load())
     feasible = work["feasible"]
     assert feasible.any() and not feasible.all()
     assert np.isfinite(out["usd_per_mtok_out"][feasible]).all()
+    model, work = stages[-1]  # the intervals, last: a finite band around every feasible figure
+    out = model(work, ServingCalibration.load())
+    for name in ("output_tokens_per_s_per_gpu", "usd_per_mtok_out", "tpot_s", "ttft_s"):
+        lo, hi, value = out[f"{name}_lo"][feasible], out[f"{name}_hi"][feasible], work[name][feasible]
+        assert np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < value).all() and (value < hi).all(), name
     assert np.isfinite(work["tpot_s"]).all() and (work["tpot_s"] > 0).all()

@@ -4,7 +4,9 @@ Without CSV it uses the measurements shipped in the package (objectives/catalog/
 their sources in serving_runs.md). Prints per source and per GPU the error of output tokens/s per GPU, of
 TPOT (mean inter-token latency) and TTFT where the source measured them, and the headline figures: the
 mean absolute percentage error of output tokens/s per GPU with every source weighing the same, and of TPOT
-on the online rows.
+on the online rows; then the coverage of the 80% prediction intervals on measurements the model was not
+fitted to: each model architecture's measurements against the intervals derived without it, from the stored
+held-out residuals (objectives/catalog/serving_loso_residuals.csv; objectives/serving/interval_fit.py).
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ def run_serving(args) -> int:
           f"{s.mape_row_weighted:.1%} over rows; TPOT on the {s.online_rows} online rows (mean ITL at a fixed "
           f"request rate): {s.tpot_mape_online:.1%}, TTFT {s.ttft_mape_online:.1%}")
     print("(measured and predicted: median output tokens/s per GPU; TPOT and TTFT: MAPE where the source measured them)")
+    if args.csv is None:  # the stored residuals are the shipped measurements'
+        from objectives.serving.heldout import RESIDUALS_PATH, read_residuals
+        from objectives.serving.interval_fit import coverage_text
+
+        print()
+        print("Prediction intervals (80%), each model architecture left out of the factors' fit and of the intervals' "
+              f"derivation ({RESIDUALS_PATH.name}):")
+        print(coverage_text(read_residuals()))
     if args.out:
         write_table({c: result[c].to_numpy() for c in result.columns}, args.out)
         print(f"wrote {args.out}")

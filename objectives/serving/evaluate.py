@@ -15,6 +15,7 @@ from objectives.base import Model
 from objectives.serving.batching import ServingBatching
 from objectives.serving.economics import ServingEconomics
 from objectives.serving.engines import ServingCalibration
+from objectives.serving.intervals import ServingIntervals
 from objectives.serving.memory import ServingMemory
 from objectives.serving.prepare import SERVING_CATEGORIES, prepare_serving
 from objectives.serving.reasons import ServingFeasible, serving_infeasible_reason
@@ -25,8 +26,8 @@ __all__ = ["SERVING_MODELS", "SERVING_PERFORMANCE_MODELS", "SERVING_METRICS", "e
 
 #: the serving performance model: transformer arithmetic, memory and KV capacity, batching and latency
 SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (TransformerMath(), ServingMemory(), ServingBatching(), ServingFeasible())
-#: and the deployment's economics
-SERVING_MODELS: tuple[Model, ...] = SERVING_PERFORMANCE_MODELS + (ServingEconomics(),)
+#: and the deployment's economics, then the 80% intervals (objectives/serving/intervals.py)
+SERVING_MODELS: tuple[Model, ...] = SERVING_PERFORMANCE_MODELS + (ServingEconomics(), ServingIntervals())
 CHUNK_ROWS = 1 << 15
 
 

@@ -1,6 +1,9 @@
 """Fit the serving model's few factors against the published serving measurements, reproducibly.
 
-    python -m objectives.serving.fit            # writes objectives/serving_calibration.json, prints the errors
+    python -m objectives.serving.fit                    # writes objectives/serving_calibration.json, prints the errors
+    python -m objectives.serving.fit --cross-validate   # held-out refits (objectives.serving.heldout): writes
+                                                        # catalog/serving_loso_residuals.csv and the intervals'
+                                                        # parameters, catalog/serving_intervals.json
 
 The residual of a run is log(predicted / measured output tokens/s per GPU), weighted so that every source
 weighs the same (as the validation's headline error), plus log(predicted / measured TPOT) of the online
@@ -91,13 +94,54 @@ def _report(cal: ServingCalibration, runs) -> dict:
             "tpot_mape_online": s.tpot_mape_online, "ttft_mape_online": s.ttft_mape_online}
 
 
+def cross_validate(runs, max_nfev: int, residuals_path, intervals_path, command: str) -> int:
+    """Every run predicted by factors fitted without its model architecture, and without its engine
+    (objectives.serving.heldout); the residuals written, the intervals derived from them."""
+    from objectives.serving import heldout, interval_fit
+
+    features = heldout._features(runs)
+    groups = heldout.architecture_groups(runs, features)
+    print("held out by model architecture:")
+    by_model = heldout.held_out(runs, groups, fit, max_nfev)
+    print("held out by engine (its own factors at their priors):")
+    by_engine = heldout.held_out(runs, heldout.engine_groups(runs), fit, max_nfev)
+    in_sample = predict(runs)
+    for name, result in (("architecture", by_model), ("engine", by_engine), ("none (in sample)", in_sample)):
+        per = result.groupby("source_key")["tokens_ape"].mean()
+        print(f"held out by {name}: MAPE of output tokens/s per GPU {per.mean():.1%} with each source weighing the "
+              f"same ({', '.join(f'{k} {v:.1%}' for k, v in per.items())})")
+    table = heldout.residual_table(runs, by_model, by_engine, in_sample, groups, features)
+    heldout.write_residuals(table, residuals_path, command)
+    print(f"wrote {residuals_path}")
+    table = heldout.read_residuals(residuals_path)  # as stored (6 digits), as the tests derive them
+    interval_fit.write_params(interval_fit.derive(table, command=command), intervals_path)
+    print(interval_fit.coverage_text(table))
+    print(f"wrote {intervals_path}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m objectives.serving.fit", description=__doc__.splitlines()[0])
     ap.add_argument("--runs", default=str(RUNS_PATH))
     ap.add_argument("--out", default=str(SERVING_CALIBRATION_PATH))
     ap.add_argument("--max-nfev", type=int, default=300)
+    ap.add_argument("--cross-validate", action="store_true",
+                    help="refit without each model architecture and each engine; write the held-out residuals and "
+                         "the prediction intervals derived from them")
+    ap.add_argument("--residuals", default=None, help="with --cross-validate: the residuals file "
+                                                      "(default catalog/serving_loso_residuals.csv)")
+    ap.add_argument("--intervals", default=None, help="with --cross-validate: the intervals' parameters "
+                                                      "(default catalog/serving_intervals.json)")
     args = ap.parse_args(argv)
     runs = load_runs(args.runs)
+    if args.cross_validate:
+        from objectives.serving.heldout import RESIDUALS_PATH
+        from objectives.serving.intervals import INTERVAL_PATH
+
+        command = "python -m objectives.serving.fit --cross-validate" + ("" if args.runs == str(RUNS_PATH) else
+                                                                         f" --runs {args.runs}")
+        return cross_validate(runs, args.max_nfev, args.residuals or str(RESIDUALS_PATH),
+                              args.intervals or str(INTERVAL_PATH), command)
     start = ServingCalibration()
     print("priors:")
     _report(start, runs)

@@ -38,7 +38,8 @@ DESIGN_COLUMNS = ("model", "gpu", "n_gpus", "tp", "pp", "ep", "attn_dp", "precis
 #: what a prediction keeps beside the runs' own columns
 PREDICTED = ("output_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "concurrency", "max_concurrency", "kv_cache_gb",
              "weights_gb", "token_budget", "step_time_decode_s", "step_time_mixed_s", "mixed_step_frac", "saturated",
-             "feasible")
+             "feasible", "output_tokens_per_s_per_gpu_lo", "output_tokens_per_s_per_gpu_hi", "tpot_s_lo", "tpot_s_hi",
+             "ttft_s_lo", "ttft_s_hi", "validated_distance_oct", "interval_extrapolated")
 
 
 def load_runs(path: str | Path = RUNS_PATH, included_only: bool = True) -> pd.DataFrame:
@@ -74,6 +75,9 @@ def predict(runs: pd.DataFrame, cal: ServingCalibration | None = None) -> pd.Dat
         result[f"predicted_{col}"] = np.asarray(out[col])
     result["predicted_steady_tokens_per_s_per_gpu"] = result["predicted_output_tokens_per_s_per_gpu"]
     result["predicted_output_tokens_per_s_per_gpu"] = benchmark_tokens_per_s_per_gpu(out, runs)
+    finite = result["predicted_output_tokens_per_s_per_gpu"] / result["predicted_steady_tokens_per_s_per_gpu"]
+    for end in ("lo", "hi"):  # the interval of a finite run: the steady state's, scaled as the run's figure
+        result[f"predicted_output_tokens_per_s_per_gpu_{end}"] *= finite
     for what, measured in (("tokens", "measured_output_tokens_per_s_per_gpu"), ("ttft", "measured_ttft_s"),
                            ("tpot", "measured_tpot_s")):
         predicted = {"tokens": "predicted_output_tokens_per_s_per_gpu", "ttft": "predicted_ttft_s",

@@ -1,0 +1,153 @@
+"""80% prediction intervals of the serving model's throughput, latencies and cost per token.
+
+The form is training's (objectives/intervals.py: split-conformal with a fitted spread, Lei et al. 2018
+Sec. 5.2; leave-one-group-out calibration residuals as in the jackknife+, Barber et al. 2021), its
+residuals the serving model's on published measurements it was not fitted to
+(``python -m objectives.serving.fit --cross-validate``: each measurement predicted by factors fitted without
+its model architecture, objectives/serving/heldout.py; ``catalog/serving_loso_residuals.csv``), its
+parameters derived from them by objectives/serving/interval_fit.py (``catalog/serving_intervals.json``):
+
+    log sigma = b0 + b_engine + b_moe + b_attn_dp + kappa * min(d, d_cap)
+                + kappa_beyond * clip(d - d_cap, 0, d_far - d_cap) + b_unvalidated * u
+    log(predicted / measured output tokens/s per GPU) in [sigma * z_10, sigma * z_90]
+
+- ``b_engine`` (TensorRT-LLM 1.0's ``trtllm``, 0.14-0.18's ``trtllm-2024``), ``b_moe`` (an MoE model) and
+  ``b_attn_dp`` (attention data parallelism): what the model is less sure of, one level each, fitted with a
+  ridge toward the pool (objectives/serving/interval_fit.py).
+- ``d`` (``validated_distance_oct``): the norm over :data:`FEATURES` of each axis' distance, in octaves, to
+  the nearest value a published measurement of the same engine has (every engine's where the engine has
+  none): GPU count and each parallelism degree, the model's total and active parameters, input and output
+  lengths, the concurrency at the operating point, the weights' and KV cache's precision, the GPU
+  generation (one unit each, from its tensor-core formats, as in training), its bf16 peak, HBM bandwidth and
+  NVLink domain. ``kappa`` per octave is learnt from the held-out models' real distances up to ``d_cap``
+  (the farthest a held-out measurement was; mostly model size, which dense models extrapolate cleanly, so
+  it comes out near 0). Past d_cap the residuals say nothing: the interval widens at ``kappa_beyond``, the
+  training model's measured rate where it is the larger (objectives/catalog/intervals.json), up to
+  ``d_far`` (the training residuals' farthest), and the design is marked ``interval_extrapolated``.
+- ``u`` = 1 where nothing published measures what the row runs: an engine without published runs (vLLM,
+  SGLang: their host factors are priors) or ``serving: disaggregated``. ``b_unvalidated`` is measured: the
+  spread of each published engine's runs predicted with that engine's own factors at their priors (held
+  out by engine, ``log_ratio_engine_out``) over the spread the scale above gives them. Such rows are marked
+  ``interval_extrapolated`` (the nested check, each engine's runs against the widening learnt from the other
+  engine alone, holds fewer than 80%: objectives/serving/interval_fit.py). A disaggregated row
+  counts as unvalidated twice over (u = 2: its engine's steps run in a schedule no measurement has, and
+  the rate matching and KV transfer are unmeasured) and is marked ``interval_extrapolated``: its interval
+  is a lower bound on the model's uncertainty (u = 2 is an assumption, stated; no published disaggregated
+  measurement is in the validation).
+- ``z_10``, ``z_90``: quantiles of the held-out log ratios over their sigma, each source weighing the same.
+
+What follows from the throughput: ``output_tokens_per_s`` (deployment), ``usd_per_mtok_out`` and
+``energy_j_per_tok_out`` (per output token: the inverse, the cost per hour and power fixed). The latencies
+have their own residuals (the online rows, where the sources measured the mean ITL and TTFT at a fixed
+request rate): ``tpot_s`` and ``ttft_s`` lie in pred * exp(-sigma [q, -q]) with the same sigma and q the 80%
+quantile of |log(predicted / measured TPOT)| (TTFT) over it (symmetric: objectives/serving/interval_fit.py);
+``tokens_per_s_per_user`` = 1 / TPOT.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from objectives.base import Model, as_codes, lookup
+from objectives.intervals import _cells, distance_oct, generation, ground_keys
+
+__all__ = ["ServingIntervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "feature_octaves", "log_sigma", "load_params",
+           "THROUGHPUT", "PER_TOKEN"]
+
+INTERVAL_PATH = Path(__file__).resolve().parent.parent / "catalog" / "serving_intervals.json"
+LEVEL = 0.8
+#: the axes of the validated ground, each in octaves (log2); the precisions as log2 of their bits (bf16 4,
+#: fp8 3, fp4 2); the GPU generation as its code (Ampere 0, Hopper 1, Blackwell 2)
+FEATURES = ("n_gpus", "tp", "pp", "ep", "attn_dp", "n_params", "n_params_active", "input_len", "output_len",
+            "concurrency", "precision", "kv_precision", "generation", "gpu_bf16_tflop_s", "gpu_hbm_tbyte_s",
+            "scaleup_size")
+_BITS = ("precision", "kv_precision")
+_LINEAR = ("generation",)
+#: outputs that scale with the throughput, and those that scale with its inverse
+THROUGHPUT = ("output_tokens_per_s_per_gpu", "output_tokens_per_s")
+PER_TOKEN = ("usd_per_mtok_out", "energy_j_per_tok_out")
+_UNITS = {"output_tokens_per_s_per_gpu": "tokens/s", "output_tokens_per_s": "tokens/s", "usd_per_mtok_out": "USD",
+          "energy_j_per_tok_out": "J", "tpot_s": "s", "ttft_s": "s", "tokens_per_s_per_user": "tokens/s"}
+
+
+def feature_octaves(c) -> dict[str, np.ndarray]:
+    """Each axis of :data:`FEATURES` (module doc); a constant column stays constant."""
+    out = {name: _cells(np.log2, c[name]) for name in FEATURES if name not in (*_BITS, *_LINEAR)}
+    out.update((name, _cells(lambda p: 4.0 - p, c[name])) for name in _BITS)
+    out.update((name, np.asarray(c[name], dtype=np.float64)) for name in _LINEAR)
+    return out
+
+
+def log_sigma(engine, moe, attn_dp, dist, unvalidated, params: dict) -> np.ndarray:
+    """log sigma of each row (module doc); ``moe`` and ``attn_dp`` 0/1, ``unvalidated`` 0, 1 or 2."""
+    s = params["scale"]
+    return (s["intercept"] + lookup(s["engine"], as_codes(engine)) + s["moe"] * moe + s["attn_dp"] * attn_dp
+            + s["kappa"] * np.minimum(dist, s["d_cap"])
+            + s["kappa_beyond"] * np.clip(dist - s["d_cap"], 0.0, s["d_far"] - s["d_cap"]) + s["unvalidated"] * unvalidated)
+
+
+_CACHE: dict[str, tuple[dict, dict]] = {}
+
+
+def load_params(path: Path = INTERVAL_PATH) -> tuple[dict, dict]:
+    """(the interval parameters, the validated ground's lookup keys), read once."""
+    key = str(path)
+    if key not in _CACHE:
+        params = json.loads(Path(path).read_text())
+        _CACHE[key] = (params, ground_keys(params["ground"]))
+    return _CACHE[key]
+
+
+class ServingIntervals(Model):
+    """80% intervals of the serving throughput, latencies and cost per token (module doc)."""
+
+    requires = ("engine", "serving", "moe_experts", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
+                *(f for f in FEATURES if f != "generation"), *THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s",
+                "tokens_per_s_per_user")
+    provides = {
+        "validated_distance_oct": "octaves; distance of the design from the published serving measurements of its "
+                                  "engine, per axis (objectives/serving/intervals.py)",
+        "interval_extrapolated": "bool; the design lies farther from the measurements than any held-out one did, or "
+                                 "runs what none measures (an engine without published runs, disaggregated): its "
+                                 "interval is a lower bound",
+        "interval_half_width_frac": "fraction; half the 80% interval of output_tokens_per_s_per_gpu over the prediction",
+        **{f"{name}_{end}": f"{_UNITS[name]}; {'lower' if end == 'lo' else 'upper'} end of the 80% interval of {name}"
+           for name in (*THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s", "tokens_per_s_per_user") for end in ("lo", "hi")},
+    }
+
+    def __init__(self, path: Path = INTERVAL_PATH):
+        self.path = path
+
+    def compute(self, c, cal):
+        shape = np.shape(c["output_tokens_per_s_per_gpu"])
+        if not Path(self.path).exists():  # before the first derivation: no interval
+            nan = np.full(shape, np.nan)
+            return {name: (nan > 0) if name == "interval_extrapolated" else nan for name in self.provides}
+        params, keys = load_params(self.path)
+        gen = generation(c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
+        dist = distance_oct(feature_octaves({**c, "generation": gen}), c["engine"], keys)
+        disaggregated = c["serving"] == 1
+        d_cap = params["scale"]["d_cap"]
+        engine = as_codes(c["engine"])
+        unvalidated = lookup(np.asarray(params["unvalidated_engines"], dtype=np.float64), engine) + 2.0 * disaggregated
+        sigma = np.exp(log_sigma(engine, (c["moe_experts"] > 0) * 1.0, (c["attn_dp"] > 1) * 1.0, dist, unvalidated,
+                                 params))
+        q = params["quantile"]
+        out = {"validated_distance_oct": np.broadcast_to(dist, shape),
+               "interval_extrapolated": np.broadcast_to((dist > d_cap) | (unvalidated > 0), shape)}
+        # measured = predicted * exp(-log ratio): the low end of the ratio gives the high measurement
+        fast, slow = np.exp(-sigma * q["lo"]), np.exp(-sigma * q["hi"])
+        out["interval_half_width_frac"] = np.broadcast_to((fast - slow) / 2.0, shape)
+        for name in THROUGHPUT:
+            out[f"{name}_lo"], out[f"{name}_hi"] = c[name] * slow, c[name] * fast
+        for name in PER_TOKEN:
+            out[f"{name}_lo"], out[f"{name}_hi"] = c[name] / fast, c[name] / slow
+        for name, key in (("tpot_s", "tpot"), ("ttft_s", "ttft")):
+            out[f"{name}_lo"] = c[name] * np.exp(-sigma * q[f"{key}_hi"])
+            out[f"{name}_hi"] = c[name] * np.exp(-sigma * q[f"{key}_lo"])
+        out["tokens_per_s_per_user_lo"] = 1.0 / out["tpot_s_hi"]
+        out["tokens_per_s_per_user_hi"] = 1.0 / out["tpot_s_lo"]
+        return out
