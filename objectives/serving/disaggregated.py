@@ -21,10 +21,10 @@ Disaggregated, a row's mapping (``n_gpus``, ``tp``, ``pp``, ``ep``, ``attn_dp``)
   instance, and output tokens/s per GPU = X_d OSL / (n_decode + X_d / X_p n_prefill); a deployment of
   ``replicas`` decode instances has ceil(replicas X_d / X_p) prefill instances.
 
-TTFT = prefill + KV transfer + half a decode step (admission into the running batch). Not modelled: a
-prefill pool's own concurrency search or a mapping search of the prefill instance (blank cells take the
-decode instance's), queueing at the prefill pool beyond the fluid steady state, heterogeneous pools (another
-GPU for prefill).
+TTFT = prefill + KV transfer + half a decode step (admission into the running batch). Blank prefill cells
+are the decode instance's here; ``objectives.search_serving`` searches them (objectives/serving/
+prefill_search.py). Not modelled: a prefill pool's own concurrency (it runs full budgets), queueing at the
+prefill pool beyond the fluid steady state, heterogeneous pools (another GPU for prefill).
 """
 
 from __future__ import annotations

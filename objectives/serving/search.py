@@ -9,6 +9,10 @@ with its concurrency resolved: given, the largest meeting the row's targets, or 
 the row keeps the candidate serving the most output tokens per second per GPU among the feasible ones (ties
 to the shorter TTFT), or, where none is feasible, the least violating. The winners are then evaluated with
 every module (economics included). A row that gives every mapping cell is evaluated as it is.
+
+A disaggregated row's prefill pool (``prefill_n_gpus``, ``prefill_tp``, ... blank) is searched next, its
+decode mapping fixed (objectives/serving/prefill_search.py: the pools chosen one after the other, as
+TensorRT-LLM's disaggregated-serving blog chooses them); ``n_prefill_mappings_tried`` counts its candidates.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 from objectives.mapping import blank_cells
 from objectives.serving.engines import ServingCalibration
 from objectives.serving.evaluate import SERVING_PERFORMANCE_MODELS, evaluate_serving, run_serving
+from objectives.serving.prefill_search import PREFILL_COLUMNS, prefill_open, search_prefill
 from objectives.serving.prepare import prepare_serving
 from objectives.table import Columns, as_columns, is_constant
 
@@ -93,19 +98,53 @@ def search_serving(table: Mapping[str, object], choices: Mapping[str, tuple] | N
     if "n_gpus" not in user:
         return evaluate_serving(table, cal)  # the boundary names what is missing
     given, complete = _given(user, n)
-    if complete.all():  # nothing to search
+    prefill_given, prefill_rows = prefill_open(user, n)
+    if complete.all() and not prefill_rows.any():  # nothing to search
         out = evaluate_serving(table, cal)
         out["n_mappings_tried"] = np.ones(n)
+        out["n_prefill_mappings_tried"] = np.ones(n)
         return out
-    # placeholders that make the instance, for the boundary's checks and the catalog (replaced below)
-    placeholder = {**table, "tp": np.asarray(user["n_gpus"]), "pp": 1.0, "ep": 1.0, "attn_dp": 1.0}
-    _, floats = prepare_serving(placeholder)
     options = {c: tuple(sorted(set((choices or SERVING_CHOICES).get(c, SERVING_CHOICES[c]))
                                | set(np.unique(given[c][~np.isnan(given[c])]).tolist())))
                for c in SERVING_MAPPING_COLUMNS}
-    grid = _grid(options)
+    # a prefill pool left partly open is blank (the decode instance's) until searched, for the boundary's checks
+    open_prefill = {c: np.where(prefill_rows, np.nan, v) for c, v in prefill_given.items()}
+    chosen, tried, lost = _search_decode({**table, **open_prefill}, user, n, given, complete, options, cal)
+    decided = {**table, **{c: chosen[:, i] for i, c in enumerate(SERVING_MAPPING_COLUMNS)}}
+    prefill_tried = np.ones(n)
+    if prefill_rows.any():
+        _, floats = prepare_serving({**decided, **open_prefill})
+        rows = np.flatnonzero(prefill_rows & ~lost)
+        picked, prefill_tried[rows] = search_prefill(floats, rows, prefill_given, options, lambda r, o: _best(r, o, 0),
+                                                     cal)
+        for i, c in enumerate(PREFILL_COLUMNS):
+            column = open_prefill[c].copy()
+            found = ~np.isnan(picked[:, 0])
+            column[rows[found]] = picked[found, i]
+            decided[c] = column  # NaN where nothing was searched or found: the decode instance's
+    final = evaluate_serving(decided, cal)
+    final["n_mappings_tried"] = tried
+    final["n_prefill_mappings_tried"] = prefill_tried
+    if lost.any():
+        final["feasible"] = np.asarray(final["feasible"]) & ~lost
+        reason = np.asarray(final["infeasible_reason"], dtype=object).copy()
+        reason[lost] = SEARCH_LOST
+        final["infeasible_reason"] = reason
+    return final
+
+
+def _search_decode(table, user: Columns, n: int, given: dict[str, np.ndarray], complete: np.ndarray,
+                   options: Mapping[str, tuple], cal) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each row's decode (or aggregated) mapping, (n, 4) in SERVING_MAPPING_COLUMNS order; candidates tried;
+    rows no candidate lays out, given the fill of n_gpus x 1 x 1 x 1)."""
     chosen = np.column_stack([given[c] for c in SERVING_MAPPING_COLUMNS])
     tried = np.ones(n)
+    if complete.all():
+        return chosen, tried, np.zeros(n, dtype=bool)
+    # placeholders that make the instance, for the boundary's checks and the catalog (replaced below)
+    placeholder = {**table, "tp": np.asarray(user["n_gpus"]), "pp": 1.0, "ep": 1.0, "attn_dp": 1.0}
+    _, floats = prepare_serving(placeholder)
+    grid = _grid(options)
     todo = np.flatnonzero(~complete)
     step = max(1, BLOCK_CANDIDATES // max(len(grid) // 8, 1))
     for lo in range(0, len(todo), step):
@@ -126,12 +165,4 @@ def search_serving(table: Mapping[str, object], choices: Mapping[str, tuple] | N
         chosen[at[rows[win]]] = grid[cands[win]]
     lost = np.isnan(chosen[:, 0])
     fill = np.column_stack([np.asarray(floats["n_gpus"], dtype=np.float64), np.ones(n), np.ones(n), np.ones(n)])
-    chosen = np.where(lost[:, None], fill, chosen)
-    final = evaluate_serving({**table, **{c: chosen[:, i] for i, c in enumerate(SERVING_MAPPING_COLUMNS)}}, cal)
-    final["n_mappings_tried"] = tried
-    if lost.any():
-        final["feasible"] = np.asarray(final["feasible"]) & ~lost
-        reason = np.asarray(final["infeasible_reason"], dtype=object).copy()
-        reason[lost] = SEARCH_LOST
-        final["infeasible_reason"] = reason
-    return final
+    return np.where(lost[:, None], fill, chosen), tried, lost

@@ -1,0 +1,111 @@
+"""The prefill pool's mapping search of a disaggregated serving row (``serving: disaggregated``).
+
+Rate matching makes a disaggregated deployment's output tokens per GPU OSL / (n_d / X_d + n_p / X_p)
+(objectives/serving/disaggregated.py): the decode instance's GPUs per request/s plus the prefill instance's,
+nearly separable, so the pools are chosen one after the other as TensorRT-LLM's disaggregated-serving blog
+(blog 5) and inference-measurements.md 3.3 choose them ("pick the prefill configuration with the highest
+req/s/GPU meeting TTFT, and the decode configuration with the highest tok/s/GPU meeting TPOT, then
+rate-match"): objectives.serving.search chooses the decode mapping (the prefill instance's blank cells at
+the decode candidate's), then this module, the decode mapping fixed, tries every prefill mapping the row
+leaves open and keeps the one serving the most output tokens per GPU among the feasible (ties to the shorter
+TTFT); the decode instance's own concurrency is resolved again for each (the TTFT target reads both pools,
+and the KV transfer both instances' GPUs). The first pass's prefill (the decode mapping) is among the
+candidates where it is valid, so the search never ends worse than it.
+
+Candidates: ``prefill_n_gpus`` (blank: a power of two up to the decode instance's GPUs: a prefill
+instance no larger than a decode one, as DeepSeek's 4-node prefill and 18-node decode units and SGLang's
+EP32 prefill and EP72 decode deployments run) x ``prefill_tp``, ``prefill_pp``, ``prefill_ep``,
+``prefill_attn_dp`` from objectives.serving.search's choices, under its rules (tp x attn_dp x pp the
+instance, tp inside the NVLink domain, attention data and expert parallelism only on an MoE model, ep
+splitting the experts and the stage's GPUs); a given cell fixes its column.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+import numpy as np
+
+from objectives.mapping import blank_cells
+from objectives.serving.disaggregated import PREFILL_MAPPING
+from objectives.serving.evaluate import SERVING_PERFORMANCE_MODELS, run_serving
+from objectives.table import Columns, is_constant
+
+__all__ = ["PREFILL_COLUMNS", "PREFILL_GPU_CHOICES", "prefill_open", "search_prefill"]
+
+#: the prefill instance's mapping columns, n_gpus first
+PREFILL_COLUMNS = ("prefill_n_gpus", "prefill_tp", "prefill_pp", "prefill_ep", "prefill_attn_dp")
+PREFILL_GPU_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+#: candidates evaluated at once (rows x their candidates)
+BLOCK_CANDIDATES = 1 << 14
+
+
+def prefill_open(user: Mapping[str, np.ndarray], n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(each prefill column's given values, NaN where blank or absent; the disaggregated rows leaving one open)."""
+    given = {}
+    for c in PREFILL_COLUMNS:
+        values = np.full(n, np.nan)
+        if c in user:
+            blank = blank_cells(user[c])
+            values[~blank] = np.asarray(user[c])[~blank].astype(np.float64)
+        given[c] = values
+    serving = np.broadcast_to(np.asarray(user.get("serving", "aggregated"), dtype=object), (n,))
+    disaggregated = np.asarray(serving == "disaggregated", dtype=bool)
+    return given, disaggregated & np.any([np.isnan(v) for v in given.values()], axis=0)
+
+
+def _grid(choices: Mapping[str, tuple], sizes: tuple) -> np.ndarray:
+    """(k, 5) candidates in PREFILL_COLUMNS order, each making its instance (tp x attn_dp x pp = n)."""
+    rows = [(n, t, p, e, a) for n, t, p, e, a in itertools.product(sizes, choices["tp"], choices["pp"], choices["ep"],
+                                                                    choices["attn_dp"]) if t * a * p == n]
+    return np.array(rows, dtype=np.float64).reshape(-1, 5)
+
+
+def _valid(floats: Columns, given: dict[str, np.ndarray], grid: np.ndarray) -> np.ndarray:
+    """(rows, k) mask of the prefill candidates each row may run (module doc)."""
+    n, tp, pp, ep, adp = (grid[:, i][None, :] for i in range(5))
+    moe = (floats["moe_experts"] > 0)[:, None]
+    size = np.where(np.isnan(given["prefill_n_gpus"]), floats["n_gpus"], np.inf)[:, None]  # blank: <= the decode's
+    ok = (n <= size) & (tp <= np.maximum(floats["scaleup_size"], 1.0)[:, None])
+    ok &= np.where(moe, (np.mod(tp * adp, ep) == 0) & (np.mod(floats["moe_experts"][:, None], ep) == 0),
+                   (ep == 1) & (adp == 1))
+    for i, name in enumerate(PREFILL_COLUMNS):
+        cell = given[name][:, None]
+        ok &= np.isnan(cell) | (grid[:, i][None, :] == cell)
+    return ok
+
+
+def search_prefill(floats: Columns, rows: np.ndarray, given: dict[str, np.ndarray], choices: Mapping[str, tuple],
+                   best_of, cal=None) -> tuple[np.ndarray, np.ndarray]:
+    """(the chosen prefill mapping of each of ``rows``, (len(rows), 5) in PREFILL_COLUMNS order, NaN where no
+    candidate is valid; candidates tried per row). ``floats``: the prepared table, its decode mapping fixed;
+    ``best_of(rows, out)`` the winner of each row among the evaluated candidates (objectives.serving.search)."""
+    def with_given(values, name):  # the choices and every value a row gives
+        cells = given[name].take(rows)
+        return tuple(sorted(set(values) | set(np.unique(cells[~np.isnan(cells)]).tolist())))
+
+    grid = _grid({c: with_given(choices[c], f"prefill_{c}") for c in ("tp", "pp", "ep", "attn_dp")},
+                 with_given(PREFILL_GPU_CHOICES, "prefill_n_gpus"))
+    chosen = np.full((len(rows), 5), np.nan)
+    tried = np.zeros(len(rows))
+    step = max(1, BLOCK_CANDIDATES // max(len(grid) // 8, 1))
+    for lo in range(0, len(rows), step):
+        at = rows[lo:lo + step]
+        part = {k: (np.broadcast_to(v[:1], (len(at),)) if is_constant(v) else v.take(at)) for k, v in floats.items()}
+        ok = _valid(part, {c: g.take(at) for c, g in given.items()}, grid)
+        which, cands = np.nonzero(ok)
+        tried[lo:lo + len(at)] = ok.sum(axis=1)
+        if not len(which):
+            continue
+        expanded = {k: np.broadcast_to(v[:1], (len(which),)) if is_constant(v) else v.take(which) for k, v in part.items()}
+        for i, c in enumerate(PREFILL_COLUMNS):
+            expanded[c] = grid[cands, i]
+        # the decode instance's concurrency, blank in the row, is resolved again for each candidate
+        out = run_serving(expanded, cal, SERVING_PERFORMANCE_MODELS)
+        win = best_of(which, out)
+        chosen[lo + which[win]] = grid[cands[win]]
+    return chosen, tried
+
+
+assert tuple(PREFILL_MAPPING) == PREFILL_COLUMNS
