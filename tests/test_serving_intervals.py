@@ -49,7 +49,7 @@ def test_coverage_on_left_out_architectures(covered, residuals):
 def test_intervals_are_wider_where_the_model_is_less_sure(residuals):
     """The fitted levels: MoE and attention data parallelism widen (the held-out MoE error is 2.5x the dense
     one); an engine's runs with its own factors at their priors widen further (b_unvalidated > 0)."""
-    params, _ = load_params()
+    params = load_params()
     s = params["scale"]
     assert s["moe"] > 0.1 and s["attn_dp"] > 0.0 and s["unvalidated"] > 0.3
     assert s["kappa"] >= 0.0 and s["kappa_beyond"] >= 0.2 and s["d_far"] > s["d_cap"] > 2.0
@@ -131,7 +131,7 @@ def test_each_condition_widens_by_its_fitted_factor(designs):
     """The log width of the throughput interval is sigma (z_90 - z_10): vLLM's over trtllm's is
     exp(b_unvalidated - b_trtllm); disaggregated's exp(2 b_unvalidated); MoE under attention DP exp(b_moe +
     b_attn_dp) at its distance; 64 GPUs past d_cap widen by kappa_beyond per octave."""
-    params, _ = load_params()
+    params = load_params()
     s = params["scale"]
     out = designs
     width = np.log(out["output_tokens_per_s_per_gpu_hi"] / out["output_tokens_per_s_per_gpu_lo"])
@@ -171,7 +171,7 @@ def test_a_published_measurement_is_on_validated_ground():
     row = runs[(runs["model"] == "llama3-8b") & (runs["source_key"] == "trtllm-0.17-perf-overview")].head(3)
     result = predict(row.reset_index(drop=True))
     assert np.all(result["predicted_validated_distance_oct"] < 1e-5)
-    params, _ = load_params()
+    params = load_params()
     s, q = params["scale"], params["quantile"]
     sigma = np.exp(s["intercept"] + s["engine"][3])  # trtllm-2024, dense
     pred = result["predicted_output_tokens_per_s_per_gpu"].to_numpy()

@@ -6,7 +6,7 @@
 Derivation (:func:`derive`; the interval's form is in objectives/serving/intervals.py), as training's
 (objectives/interval_fit.py) with the model architecture as the held-out unit (objectives/serving/heldout.py):
 
-1. Distances: each measurement's distance from the validated ground of the *other* architectures (what a
+1. Distances: each measurement's distance from the validated ranges of the *other* architectures (what a
    design of a model no measurement has sees), so that the widening per octave is learnt from real
    extrapolation.
 2. Scale: log sigma = b0 + b_engine + b_moe + b_attn_dp + kappa * d by maximum likelihood of a Laplace
@@ -45,11 +45,11 @@ import numpy as np
 import pandas as pd
 
 from objectives.interval_fit import _weighted_quantile, write_params
-from objectives.intervals import GENERATIONS, distance_oct, ground_keys
+from objectives.intervals import GENERATIONS
 from objectives.intervals import INTERVAL_PATH as TRAINING_INTERVALS
 from objectives.serving.engines import ENGINES
 from objectives.serving.heldout import RESIDUALS_PATH, read_residuals
-from objectives.serving.intervals import FEATURES, INTERVAL_PATH, LEVEL, feature_octaves, log_sigma
+from objectives.serving.intervals import FEATURES, INTERVAL_PATH, LEVEL, feature_octaves, log_sigma, range_distance
 from objectives.table import CATEGORIES
 
 __all__ = ["RIDGE", "columns", "ground_of", "heldout_distances", "fit_scale", "derive", "bands", "nested",
@@ -73,14 +73,15 @@ def columns(res: pd.DataFrame) -> dict[str, np.ndarray]:
 
 
 def ground_of(res: pd.DataFrame) -> dict[str, list[list[float]]]:
-    """Per axis, per engine code, the distinct validated values (octaves); an engine without runs gets all runs'."""
+    """Per axis, per engine code, [lo, hi] of the validated values (octaves); an engine without runs gets all runs'."""
     c = columns(res)
     octaves = feature_octaves(c)
     out = {}
     for name in FEATURES:
         v = np.round(octaves[name], 6)
-        every = sorted(set(v.tolist()))
-        out[name] = [sorted(set(v[c["engine"] == code].tolist())) or every for code in range(len(ENGINES))]
+        every = [float(v.min()), float(v.max())]
+        out[name] = [[float(v[mine].min()), float(v[mine].max())] if (mine := c["engine"] == code).any() else every
+                     for code in range(len(ENGINES))]
     return out
 
 
@@ -91,8 +92,7 @@ def heldout_distances(res: pd.DataFrame, by: str = "group") -> np.ndarray:
     dist = np.empty(len(res))
     for name in res[by].unique():
         rows = (res[by] == name).to_numpy()
-        keys = ground_keys(ground_of(res[~rows]))
-        dist[rows] = distance_oct({k: v[rows] for k, v in octaves.items()}, c["engine"][rows], keys)
+        dist[rows] = range_distance({k: v[rows] for k, v in octaves.items()}, c["engine"][rows], ground_of(res[~rows]))
     return dist
 
 

@@ -14,11 +14,15 @@ parameters derived from them by objectives/serving/interval_fit.py (``catalog/se
 - ``b_engine`` (TensorRT-LLM 1.0's ``trtllm``, 0.14-0.18's ``trtllm-2024``), ``b_moe`` (an MoE model) and
   ``b_attn_dp`` (attention data parallelism): what the model is less sure of, one level each, fitted with a
   ridge toward the pool (objectives/serving/interval_fit.py).
-- ``d`` (``validated_distance_oct``): the norm over :data:`FEATURES` of each axis' distance, in octaves, to
-  the nearest value a published measurement of the same engine has (every engine's where the engine has
+- ``d`` (``validated_distance_oct``): the norm over :data:`FEATURES` of each axis' distance, in octaves, from
+  the range the published measurements of the same engine span on it (every engine's where the engine has
   none): GPU count and each parallelism degree, the model's total and active parameters, input and output
   lengths, the concurrency at the operating point, the weights' and KV cache's precision, the GPU
   generation (one unit each, from its tensor-core formats, as in training), its bf16 peak, HBM bandwidth and
+  NVLink domain. A value between two validated ones counts as validated (the same physics interpolates; the
+  concurrency's validated values are some 400 operating points that fill their range anyway); only
+  extrapolation counts, which also makes the distance a clip per axis, not a search (training's nearest
+  validated value, objectives/intervals.py, costs a sorted lookup per axis and row).
   NVLink domain. ``kappa`` per octave is learnt from the held-out models' real distances up to ``d_cap``
   (the farthest a held-out measurement was; mostly model size, which dense models extrapolate cleanly, so
   it comes out near 0). Past d_cap the residuals say nothing: the interval widens at ``kappa_beyond``, the
@@ -52,10 +56,11 @@ from pathlib import Path
 import numpy as np
 
 from objectives.base import Model, as_codes, lookup
-from objectives.intervals import _cells, distance_oct, generation, ground_keys
+from objectives.intervals import _cells, generation
+from objectives.table import is_constant
 
-__all__ = ["ServingIntervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "feature_octaves", "log_sigma", "load_params",
-           "THROUGHPUT", "PER_TOKEN"]
+__all__ = ["ServingIntervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "feature_octaves", "range_distance", "log_sigma",
+           "load_params", "THROUGHPUT", "PER_TOKEN"]
 
 INTERVAL_PATH = Path(__file__).resolve().parent.parent / "catalog" / "serving_intervals.json"
 LEVEL = 0.8
@@ -81,6 +86,21 @@ def feature_octaves(c) -> dict[str, np.ndarray]:
     return out
 
 
+def range_distance(octaves: dict[str, np.ndarray], engine: np.ndarray, ground: dict[str, list[list[float]]]) -> np.ndarray:
+    """Norm over the axes of each axis' distance (octaves) outside [lo, hi] of the row's engine (module doc);
+    ``ground``: per axis, per engine code, [lo, hi]."""
+    codes = as_codes(engine[:1] if is_constant(engine) else engine)
+    total = 0.0
+    for name, per_engine in ground.items():
+        bounds = np.asarray(per_engine, dtype=np.float64)
+        lo, hi = bounds[:, 0].take(codes), bounds[:, 1].take(codes)
+        v = octaves[name]
+        gap = v - np.minimum(np.maximum(v, lo), hi)
+        total = total + gap * gap
+    shape = np.broadcast_shapes(np.shape(engine), *(np.shape(v) for v in octaves.values()))
+    return np.sqrt(np.broadcast_to(total, shape))
+
+
 def log_sigma(engine, moe, attn_dp, dist, unvalidated, params: dict) -> np.ndarray:
     """log sigma of each row (module doc); ``moe`` and ``attn_dp`` 0/1, ``unvalidated`` 0, 1 or 2."""
     s = params["scale"]
@@ -89,15 +109,14 @@ def log_sigma(engine, moe, attn_dp, dist, unvalidated, params: dict) -> np.ndarr
             + s["kappa_beyond"] * np.clip(dist - s["d_cap"], 0.0, s["d_far"] - s["d_cap"]) + s["unvalidated"] * unvalidated)
 
 
-_CACHE: dict[str, tuple[dict, dict]] = {}
+_CACHE: dict[str, dict] = {}
 
 
-def load_params(path: Path = INTERVAL_PATH) -> tuple[dict, dict]:
-    """(the interval parameters, the validated ground's lookup keys), read once."""
+def load_params(path: Path = INTERVAL_PATH) -> dict:
+    """The interval parameters, read once."""
     key = str(path)
     if key not in _CACHE:
-        params = json.loads(Path(path).read_text())
-        _CACHE[key] = (params, ground_keys(params["ground"]))
+        _CACHE[key] = json.loads(Path(path).read_text())
     return _CACHE[key]
 
 
@@ -126,9 +145,9 @@ class ServingIntervals(Model):
         if not Path(self.path).exists():  # before the first derivation: no interval
             nan = np.full(shape, np.nan)
             return {name: (nan > 0) if name == "interval_extrapolated" else nan for name in self.provides}
-        params, keys = load_params(self.path)
+        params = load_params(self.path)
         gen = generation(c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
-        dist = distance_oct(feature_octaves({**c, "generation": gen}), c["engine"], keys)
+        dist = range_distance(feature_octaves({**c, "generation": gen}), c["engine"], params["ground"])
         disaggregated = c["serving"] == 1
         d_cap = params["scale"]["d_cap"]
         engine = as_codes(c["engine"])
