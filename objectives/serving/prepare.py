@@ -177,12 +177,16 @@ def _check_mapping(floats: Columns) -> None:
                          f"n_gpus = {n[row]:g} (n_gpus counts the GPUs of one model instance; replicas adds instances)",
                          column="n_gpus", row=row)
     # the prefill instance of a disaggregated row: its blank cells are the decode instance's
+    disaggregated = _distinct(floats["serving"]) == 1
+    if not disaggregated.any():
+        return
+
     def prefill(name, decode):
         v = _distinct(floats[name])
         return np.where(np.isnan(v), _distinct(floats[decode]), v)
 
     t, d, p, n = (prefill(f"prefill_{k}", k) for k in ("tp", "attn_dp", "pp", "n_gpus"))
-    row = _bad_row((_distinct(floats["serving"]) == 1) & (t * d * p != n))
+    row = _bad_row(disaggregated & (t * d * p != n))
     if row is not None:
         raise InputError(f"prefill_tp*prefill_attn_dp*prefill_pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = "
                          f"{t[row] * d[row] * p[row]:g} is not prefill_n_gpus = {n[row]:g} (a blank prefill cell is the "

@@ -4,7 +4,7 @@
 (``con_layout``), the GPU has the precisions (``con_precision``), the concurrency's KV cache fits
 (``con_memory``: GB per GPU, the larger of one request's overflow and the concurrency's), and the targets are
 met (``con_slo``). ``infeasible_reason`` names the first broken, in that order, with its numbers; text is
-formatted per distinct value (objectives.divisibility.join_text), never per row in the model.
+formatted once per distinct combination of a reason's numbers (:func:`coded_text`), never per row.
 """
 
 from __future__ import annotations
@@ -14,10 +14,34 @@ from collections.abc import Mapping
 import numpy as np
 
 from objectives.base import Model
-from objectives.divisibility import join_text, number_text
 from objectives.table import CATEGORIES
 
-__all__ = ["ServingFeasible", "serving_infeasible_reason"]
+__all__ = ["ServingFeasible", "serving_infeasible_reason", "coded_text"]
+
+_PRECISIONS = CATEGORIES["precision"]
+
+
+def coded_text(parts: list) -> np.ndarray:
+    """One string per row, the concatenation of ``parts``: text, or (column, how) with ``how`` a format spec or
+    a tuple of names (the column holds their codes). Each column's distinct values are formatted once, with
+    the text before them (and the last with the text after it), so a row costs one concatenation per column
+    but the first, not one per part (objectives.divisibility.join_text)."""
+    pieces, text = [], ""
+    for part in parts:
+        if isinstance(part, str):
+            text += part
+            continue
+        values, inverse = np.unique(np.asarray(part[0], dtype=np.float64), return_inverse=True)
+        how = part[1]
+        shown = [how[int(v)] if isinstance(how, tuple) else format(v, how) for v in values]
+        pieces.append([[text + t for t in shown], inverse.reshape(-1)])
+        text = ""
+    pieces[-1][0] = [t + text for t in pieces[-1][0]]
+    out = None
+    for strings, inverse in pieces:
+        column = np.array(strings, dtype=object).take(inverse)
+        out = column if out is None else out + column
+    return out
 
 
 class ServingFeasible(Model):
@@ -49,10 +73,11 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
         return out
     layout = todo & (col("con_layout") > 0)
     if layout.any():
-        out[layout] = join_text(["layout: tp ", col("tp")[layout], ", ep ", col("ep")[layout], ", pp ", col("pp")[layout],
-                                 " do not split n_heads ", col("n_heads")[layout], ", n_kv_heads ", col("n_kv_heads")[layout],
-                                 ", moe_experts ", col("moe_experts")[layout], ", n_layers ", col("n_layers")[layout],
-                                 " (tp must divide the heads, ep the experts and tp x attn_dp)"], int(layout.sum()))
+        out[layout] = coded_text(["layout: tp ", (col("tp")[layout], "g"), ", ep ", (col("ep")[layout], "g"), ", pp ",
+                                  (col("pp")[layout], "g"), " do not split n_heads ", (col("n_heads")[layout], "g"),
+                                  ", n_kv_heads ", (col("n_kv_heads")[layout], "g"), ", moe_experts ",
+                                  (col("moe_experts")[layout], "g"), ", n_layers ", (col("n_layers")[layout], "g"),
+                                  " (tp must divide the heads, ep the experts and tp x attn_dp)"])
     todo &= ~layout
     prefill_layout = todo & (col("con_prefill_layout") > 0)
     if prefill_layout.any():
@@ -60,39 +85,35 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     todo &= ~prefill_layout
     precision = todo & (col("con_precision") > 0)
     if precision.any():
-        names = np.asarray(CATEGORIES["precision"], dtype=object)
-        out[precision] = join_text(["precision: the GPU has no tensor cores or KV format for ",
-                                    names[col("precision")[precision].astype(np.intp)], " weights with a ",
-                                    names[col("kv_precision")[precision].astype(np.intp)], " KV cache"], int(precision.sum()))
+        out[precision] = coded_text(["precision: the GPU has no tensor cores or KV format for ",
+                                     (col("precision")[precision], _PRECISIONS), " weights with a ",
+                                     (col("kv_precision")[precision], _PRECISIONS), " KV cache"])
     todo &= ~precision
     memory = todo & (col("con_memory") > 1e-9)
     if memory.any():
         one = memory & (col("con_kv") > 0)
         if one.any():
-            out[one] = join_text(["memory: one request needs ", number_text(col("kv_request_gb")[one], ".2f"),
-                                  " GB of KV cache per GPU, ", number_text(col("kv_cache_gb")[one], ".2f"),
-                                  " GB free beside ", number_text(col("weights_gb")[one], ".1f"), " GB of weights"],
-                                 int(one.sum()))
+            out[one] = coded_text(["memory: one request needs ", (col("kv_request_gb")[one], ".2f"),
+                                   " GB of KV cache per GPU, ", (col("kv_cache_gb")[one], ".2f"), " GB free beside ",
+                                   (col("weights_gb")[one], ".1f"), " GB of weights"])
         many = memory & ~one
         if many.any():
-            out[many] = join_text(["memory: concurrency ", number_text(col("concurrency")[many], ".0f"), " needs ",
-                                   number_text((col("con_memory") + col("kv_cache_gb"))[many], ".1f"), " GB of KV cache "
-                                   "per GPU, ", number_text(col("kv_cache_gb")[many], ".1f"), " GB free (max_concurrency ",
-                                   number_text(col("max_concurrency")[many], ".0f"), ")"], int(many.sum()))
+            out[many] = coded_text(["memory: concurrency ", (col("concurrency")[many], ".0f"), " needs ",
+                                    ((col("con_memory") + col("kv_cache_gb"))[many], ".1f"), " GB of KV cache per GPU, ",
+                                    (col("kv_cache_gb")[many], ".1f"), " GB free (max_concurrency ",
+                                    (col("max_concurrency")[many], ".0f"), ")"])
     todo &= ~memory
     prefill = todo & (col("con_prefill_memory") > 1e-9)
     if prefill.any():
-        out[prefill] = join_text(["memory: the prefill instance holds ", number_text(col("kv_cache_gb")[prefill] * 0
-                                  + col("con_prefill_memory")[prefill], ".1f"), " GB too little KV for one step's prompts"],
-                                 int(prefill.sum()))
+        out[prefill] = coded_text(["memory: the prefill instance holds ", (col("con_prefill_memory")[prefill], ".1f"),
+                                   " GB too little KV for one step's prompts"])
     todo &= ~prefill
     slo = todo & (col("con_slo") > 1e-9)
     if slo.any():
-        out[slo] = join_text(["slo: TTFT ", number_text(col("ttft_s")[slo] * 1e3, ".1f"), " ms, TPOT ",
-                              number_text(col("tpot_s")[slo] * 1e3, ".2f"), " ms at concurrency ",
-                              number_text(col("concurrency")[slo], ".0f"), " against targets ",
-                              number_text(col("ttft_slo_s")[slo] * 1e3, ".0f"), " / ",
-                              number_text(col("tpot_slo_s")[slo] * 1e3, ".0f"), " ms"], int(slo.sum()))
+        out[slo] = coded_text(["slo: TTFT ", (col("ttft_s")[slo] * 1e3, ".1f"), " ms, TPOT ",
+                               (col("tpot_s")[slo] * 1e3, ".2f"), " ms at concurrency ", (col("concurrency")[slo], ".0f"),
+                               " against targets ", (col("ttft_slo_s")[slo] * 1e3, ".0f"), " / ",
+                               (col("tpot_slo_s")[slo] * 1e3, ".0f"), " ms"])
     todo &= ~slo
     out[todo] = "model: a metric is not a number (an override out of range?)"
     return out
