@@ -54,4 +54,11 @@ def test_dse_validate_serving(capsys, kind, tmp_path):
     text = capsys.readouterr().out
     assert "published serving measurements from 3 sources" in text
     assert "MAPE of output tokens/s per GPU:" in text and "trtllm-1.0-perf-overview" in text
-    assert len(pd.read_csv(tmp_path / "v.csv")) >= 500
+    # the intervals' coverage on left-out architectures, from the stored residuals (tests/test_serving_intervals.py)
+    assert "80% intervals of output tokens/s per GPU on left-out model architectures: 75% of measurements" in text
+    assert "(objectives/catalog/serving_runs.csv)" in text
+    table = pd.read_csv(tmp_path / "v.csv")
+    assert len(table) >= 500
+    inside = (table["measured_output_tokens_per_s_per_gpu"] >= table["predicted_output_tokens_per_s_per_gpu_lo"]) \
+        & (table["measured_output_tokens_per_s_per_gpu"] <= table["predicted_output_tokens_per_s_per_gpu_hi"])
+    assert 0.80 <= inside.mean() <= 0.95  # in sample (the shipped factors and intervals saw every row): 87%
