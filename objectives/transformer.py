@@ -58,7 +58,7 @@ import numpy as np
 
 from objectives.base import Model
 
-__all__ = ["TransformerMath", "attended_keys", "KV_CACHE_BYTES"]
+__all__ = ["TransformerMath", "TransformerParameters", "PARAMETERS", "attended_keys", "KV_CACHE_BYTES"]
 
 #: bytes per cached key, value or latent element (bf16)
 KV_CACHE_BYTES = 2.0
@@ -109,8 +109,11 @@ class TransformerMath(Model):
         "model_flops_per_token_full_attn": "FLOP; the same with the full s x s attention core (Narayanan Eq. 3, NeMo 24.x, MosaicML)",
     }
 
-    def compute(self, c, cal):
-        h, L, s, V = c["d_model"], c["n_layers"], c["seq_len"], c["vocab_size"]
+    @staticmethod
+    def parameters(c) -> dict[str, np.ndarray]:
+        """The architecture's parameter counts and dimensions (:data:`PARAMETERS`), without the FLOPs per
+        token (nor seq_len, which only they read)."""
+        h, L, V = c["d_model"], c["n_layers"], c["vocab_size"]
         a, g = c["n_heads"], c["n_kv_heads"]
         mla = c["kv_lora_rank"] > 0
         ql, kl, rope = c["q_lora_rank"], c["kv_lora_rank"], c["qk_rope_dim"]
@@ -147,13 +150,7 @@ class TransformerMath(Model):
         n_params = per_layer + n_moe * moe_all + n_dense * dense_ffn + embedding + h
         n_active = per_layer + n_moe * moe_active + n_dense * dense_ffn + embedding + h
 
-        # forward FLOPs per token: matmuls, attention core, vocabulary projection (Narayanan'21 Eq. 3)
         n_win = np.where(c["attn_window"] > 0, np.round(c["attn_window_frac"] * L), 0.0)
-        keys = (L - n_win) * attended_keys(s, 0.0, 0.0) \
-            + n_win * attended_keys(s, c["attn_window"], c["attn_window_kind"])  # summed over layers
-        core = 2.0 * a * (qk + vd) * keys  # QK^T and AV, causal
-        matmuls = 2.0 * (L * attn + n_moe * moe_active + n_dense * dense_ffn) + 2.0 * V * h
-        fwd = matmuls + core
         kv_per_layer = np.where(mla, kl + rope, 2.0 * g * c["d_head"])  # DeepSeek-V3 model.py kv_cache + pe_cache
         return {
             "n_params": n_params,
@@ -170,7 +167,37 @@ class TransformerMath(Model):
             "attn_qk_dim": qk,
             "attn_v_dim": vd,
             "kv_cache_bytes_per_token": KV_CACHE_BYTES * (L - n_win) * kv_per_layer,
+        }
+
+    def compute(self, c, cal):
+        out = self.parameters(c)
+        L, s, V, h, a = c["n_layers"], c["seq_len"], c["vocab_size"], c["d_model"], c["n_heads"]
+        qk, vd, n_win, n_moe = out["attn_qk_dim"], out["attn_v_dim"], out["n_windowed_layers"], out["n_moe_layers"]
+        # forward FLOPs per token: matmuls, attention core, vocabulary projection (Narayanan'21 Eq. 3)
+        keys = (L - n_win) * attended_keys(s, 0.0, 0.0) \
+            + n_win * attended_keys(s, c["attn_window"], c["attn_window_kind"])  # summed over layers
+        core = 2.0 * a * (qk + vd) * keys  # QK^T and AV, causal
+        matmuls = 2.0 * (L * out["params_attn_layer"] + n_moe * out["params_ffn_active_layer"]
+                         + (L - n_moe) * out["params_ffn_dense_layer"]) + 2.0 * V * h
+        fwd = matmuls + core
+        return {
+            **out,
             "flops_per_token_fwd": fwd,
             "model_flops_per_token": 3.0 * fwd,
             "model_flops_per_token_full_attn": 3.0 * (fwd + core),
         }
+
+
+#: TransformerMath's outputs that count the architecture's parameters and dimensions (no FLOPs per token)
+PARAMETERS = tuple(k for k in TransformerMath.provides if "flops" not in k)
+
+
+class TransformerParameters(Model):
+    """:class:`TransformerMath` without the training FLOPs per token (3x forward at seq_len): the serving
+    model (objectives/serving) reads the parameter counts alone, its FLOPs being per step."""
+
+    requires = tuple(r for r in TransformerMath.requires if r != "seq_len")
+    provides = {k: TransformerMath.provides[k] for k in PARAMETERS}
+
+    def compute(self, c, cal):
+        return TransformerMath.parameters(c)

@@ -20,12 +20,13 @@ from objectives.serving.memory import ServingMemory
 from objectives.serving.prepare import SERVING_CATEGORIES, prepare_serving
 from objectives.serving.reasons import ServingFeasible, serving_infeasible_reason
 from objectives.table import Columns, is_constant
-from objectives.transformer import TransformerMath
+from objectives.transformer import TransformerParameters
 
 __all__ = ["SERVING_MODELS", "SERVING_PERFORMANCE_MODELS", "SERVING_METRICS", "evaluate_serving", "run_serving"]
 
-#: the serving performance model: transformer arithmetic, memory and KV capacity, batching and latency
-SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (TransformerMath(), ServingMemory(), ServingBatching(), ServingFeasible())
+#: the serving performance model: the architecture's parameters (no training FLOPs), memory and KV capacity, batching and latency
+SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (TransformerParameters(), ServingMemory(), ServingBatching(),
+                                                  ServingFeasible())
 #: and the deployment's economics, then the 80% intervals (objectives/serving/intervals.py)
 SERVING_MODELS: tuple[Model, ...] = SERVING_PERFORMANCE_MODELS + (ServingEconomics(), ServingIntervals())
 CHUNK_ROWS = 1 << 15

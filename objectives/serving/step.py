@@ -91,7 +91,7 @@ ACT_BYTES = 2.0  # 16-bit activations on the wire
 class StepModel:
     """The per-row constants of a step (what does not depend on the batch) and :meth:`time` of a step.
 
-    ``c``: prepared columns with TransformerMath's and ServingMemory's outputs; ``cal``: ServingCalibration.
+    ``c``: prepared columns with TransformerParameters' and ServingMemory's outputs; ``cal``: ServingCalibration.
     Every array broadcasts against the batch arrays :meth:`time` gets (one row, or rows x candidates)."""
 
     def __init__(self, c, cal):
