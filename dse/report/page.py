@@ -37,7 +37,7 @@ svg .plot{fill:#fafafa;stroke:#bbb}svg .grid{stroke:#e6e6e6}
 svg g.infeasible circle{opacity:.18;fill:#aaa}svg g.dominated circle{opacity:.28}
 svg g.front circle{stroke:#000;stroke-width:.8}svg circle:hover{stroke:#000;stroke-width:2;opacity:1}
 svg .frontline{fill:none;stroke-width:1.5;opacity:.7}svg .ebar{fill:none;stroke-width:1;opacity:.55}
-svg circle[data-tie]{stroke:#e69f00;stroke-width:2.4}td.tie{color:#b35c00;font-weight:600}.iv{color:#777;font-size:11px}svg rect.seg:hover{opacity:.75}
+svg circle[data-tie]{stroke:#e69f00;stroke-width:2.4}td.tie{color:#b35c00;font-weight:600;white-space:normal;max-width:120px}.iv{color:#777;font-size:11px}svg rect.seg:hover{opacity:.75}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{padding:3px 7px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
 th{background:#f3f3f3;cursor:pointer;user-select:none}th.l,td.l{text-align:left}
 th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
