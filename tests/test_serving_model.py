@@ -213,3 +213,16 @@ def test_disaggregated_rate_matching():
     # with the prompts elsewhere the decode steps are shorter than the aggregated instance's mean step
     assert row["tpot_s"] < same["tpot_s"]
 
+
+
+def test_a_deployment_inside_one_nvlink_domain_buys_no_scale_out_fabric():
+    """Replicas of an instance that fits one NVLink domain never talk to each other over the NICs: no
+    fabric is bought for them (8 x 1-GPU H200 replicas); an instance of 16 H200s spans two 8-GPU servers and
+    pays for the fat tree of its 16 GPUs, whose servers' price and power are the same per GPU either way."""
+    inside = one(model="llama3-8b", n_gpus=1, replicas=8, concurrency=16)
+    spanning = one(model="llama3-8b", n_gpus=16, tp=2, pp=8, replicas=1, concurrency=16)
+    assert inside["net_capex_usd"] == 0.0
+    assert spanning["net_capex_usd"] > 0.0
+    # the same 16 GPUs of servers in each; the spanning one adds exactly its fabric to the capex
+    servers = lambda r: r["capex_usd"] - r["net_capex_usd"]
+    assert servers(spanning) == pytest.approx(2 * servers(inside), rel=0.02)

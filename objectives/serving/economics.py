@@ -35,12 +35,13 @@ _TOPOLOGY = Topology()
 
 class ServingEconomics(Model):
     requires = tuple(sorted(set(_TOPOLOGY.requires) | {
-        "replicas_used", "prefill_gpus", "output_tokens_per_s", "gpu_tdp_w", "server_w_per_gpu", "server_to_gpu_tdp", "power_load_frac",
+        "scaleup_size", "replicas_used", "prefill_gpus", "output_tokens_per_s", "gpu_tdp_w", "server_w_per_gpu",
+        "server_to_gpu_tdp", "power_load_frac",
         "pue", "cost_mode", "server_usd_per_gpu", "cloud_usd_per_gpu_hr", "facility_usd_per_mw", "server_years",
         "network_years", "facility_years", "upkeep_frac_per_year", "electricity_usd_per_kwh", "instance_gpus"}))
     provides = {
         "deployment_gpus": "count; GPUs of the deployment, n_gpus x replicas_used (+ prefill_gpus, disaggregated)",
-        "net_capex_usd": "USD; the deployment's scale-out fabric (objectives.topology)",
+        "net_capex_usd": "USD; the deployment's scale-out fabric (objectives.topology), 0 where no traffic crosses an NVLink domain",
         "power_it_mw": "MW; IT power of the deployment at load (GPUs, hosts, fabric)",
         "power_mw": "MW; facility power of the deployment at load, PUE x IT power",
         "capex_usd": "USD; purchase price of an owned deployment: servers, fabric, facility (0 rented)",
@@ -52,6 +53,12 @@ class ServingEconomics(Model):
     def compute(self, c, cal):
         gpus = c["n_gpus"] * c["replicas_used"] + c["prefill_gpus"]  # decode (or aggregated) and prefill instances
         fabric = _TOPOLOGY.compute({**c, "n_gpus": gpus}, cal.base)
+        # a scale-out fabric only where the deployment's traffic crosses NVLink domains: an instance larger
+        # than one, or prefill and decode pools that do not share one (the KV transfer then takes the NICs,
+        # objectives/serving/disaggregated.py); replicas inside a domain each talk only to their clients
+        crosses = (c["n_gpus"] > c["scaleup_size"]) | \
+            ((c["prefill_gpus"] > 0) & (c["n_gpus"] * c["replicas_used"] + c["prefill_gpus"] > c["scaleup_size"]))
+        fabric = {k: np.where(crosses, fabric[k], 0.0) for k in ("net_capex_usd", "net_power_w")}
         server_w = np.where(np.isnan(c["server_w_per_gpu"]), c["server_to_gpu_tdp"] * c["gpu_tdp_w"], c["server_w_per_gpu"])
         it = (gpus * server_w * c["power_load_frac"] + fabric["net_power_w"]) / 1e6
         power = c["pue"] * it
