@@ -20,7 +20,7 @@ from dse.parquet import write_atomic, write_atomic_row_groups
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["read_table", "read_columns", "write_table", "write_slices", "to_columns", "describe_input_error"]
+__all__ = ["read_table", "read_columns", "write_table", "write_slices", "to_columns", "describe_input_error", "display_path"]
 
 _PARQUET = (".parquet", ".pq")
 
@@ -237,3 +237,13 @@ def describe_input_error(exc, path: str | Path) -> UserError:
     if exc.column is not None:
         parts.append(f"column '{exc.column}'")
     return UserError(exc.detail, where=", ".join(parts))
+
+
+def display_path(path) -> str:
+    """``path`` as a command prints it: relative to the working directory when it lies below it (the repo's
+    own files, as typed), else as given."""
+    import os
+
+    rel = os.path.relpath(path)
+    return str(path) if rel.startswith("..") else rel
+

@@ -12,10 +12,9 @@ objectives.interval_fit), with the median half-width; ``--out`` writes the per-r
 from __future__ import annotations
 
 import argparse
-import os
 
 from dse.errors import UserError
-from dse.tables import describe_input_error, read_table, write_table
+from dse.tables import describe_input_error, display_path, read_table, write_table
 from objectives import InputError
 
 __all__ = ["add_parser", "run"]
@@ -68,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         raise describe_input_error(exc, path) from None
     s = summarize(result)
-    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path  # the repo's own file, as typed
+    shown = display_path(path)
     print(f"{len(result)} published runs from {len(s.per_source)} sources ({shown})")
     print()
     header = f"{'source':<24} {'runs':>5} {'measured':>10} {'predicted':>10} {'MAPE':>7} {'worst':>7} {'bias':>7}"

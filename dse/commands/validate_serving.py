@@ -11,10 +11,8 @@ held-out residuals (objectives/catalog/serving_loso_residuals.csv; objectives/se
 
 from __future__ import annotations
 
-import os
-
 from dse.errors import UserError
-from dse.tables import describe_input_error, read_table, write_table
+from dse.tables import describe_input_error, display_path, read_table, write_table
 from objectives import InputError
 
 __all__ = ["run_serving"]
@@ -44,7 +42,7 @@ def run_serving(args) -> int:
     except InputError as exc:
         raise describe_input_error(exc, path) from None
     s = summarize(result)
-    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path  # as dse validate shows it
+    shown = display_path(path)
     print(f"{len(result)} published serving measurements from {len(s.per_source)} sources ({shown})")
     print()
     header = (f"{'source':<27} {'gpu':<14} {'rows':>5} {'measured':>9} {'predicted':>9} {'MAPE':>6} {'bias':>7} "
