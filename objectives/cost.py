@@ -2,10 +2,11 @@
 
 Three figures, named once:
 
-- ``capex_usd``: the purchase price of an owned cluster as designed (0 for a rented one): servers
-  (``server_usd_per_gpu``, gpus.yaml, quoted without the scale-out NIC: HGX H100 ~$310k / 8, S47; DGX B200
-  ~$515k / 8, S65; GB200 NVL72 ~$3.1M / 72, S66), the fabric (``net_capex_usd``, objectives.topology),
-  storage (``storage_capex_usd``, objectives.checkpoint) and the facility, built for the IT equipment's
+- ``capex_usd``: the purchase price of an owned cluster as designed (0 for a rented one): whole servers
+  or racks (``n_gpus_billed``, objectives.rental) at ``server_usd_per_gpu`` (gpus.yaml, quoted without the
+  scale-out NIC: HGX H100 ~$310k / 8, S47; DGX B200 ~$515k / 8, S65; GB200 NVL72 ~$3.1M / 72, S66), the fabric
+  (``net_capex_usd``, objectives.topology), storage (``storage_capex_usd``, objectives.checkpoint) and the
+  facility, built for the IT equipment's
   maximum power at ``facility_usd_per_mw`` ($10.7M per MW of IT, CBRE via S68).
 - ``run_cost_usd``: the training run's cost over ``time_to_train_days`` (failures included,
   objectives.reliability), the sum of the ``run_cost_*_usd`` breakdown. Owned (Epoch's amortized-hardware
@@ -49,7 +50,7 @@ _TERM_YEARS = (0.0, 1.0, 3.0, 0.0)
 
 class Cost(Model):
     requires = (
-        "cost_mode", "instance", "pricing", "n_gpus", "instance_gpus", "train_tokens", "time_to_train_days",
+        "cost_mode", "instance", "pricing", "n_gpus", "n_gpus_billed", "train_tokens", "time_to_train_days",
         "server_usd_per_gpu", "cloud_usd_per_gpu_hr", "net_capex_usd", "storage_capex_usd", "storage_need_tb",
         "storage_dataset_tb", "storage_cloud_usd_per_tb_month", "storage_object_usd_per_tb_month",
         "power_mw", "power_it_peak_mw", "facility_usd_per_mw", "server_years", "network_years", "storage_years",
@@ -76,7 +77,9 @@ class Cost(Model):
         n = c["n_gpus"]
         days = c["time_to_train_days"]
         years = days / DAYS_PER_YEAR
-        servers = n * c["server_usd_per_gpu"]
+        billed = c["n_gpus_billed"]  # whole instances rented, whole servers or racks owned (objectives.rental)
+        servers = billed * c["server_usd_per_gpu"]  # what is bought
+        share = n * c["server_usd_per_gpu"]  # what the run uses: the rest of a rack serves other work
         facility = c["power_it_peak_mw"] * c["facility_usd_per_mw"]
         upkeep = c["upkeep_frac_per_year"] * years
 
@@ -84,11 +87,9 @@ class Cost(Model):
             return price * (years / life_years + upkeep)
 
         cloud = c["cost_mode"] == 1
-        per_instance = c["instance_gpus"]
-        billed = np.where(np.isnan(per_instance), n, np.ceil(n / per_instance) * per_instance)  # whole instances
         gpu_hours = n * days * 24.0
         rental = billed * c["cloud_usd_per_gpu_hr"]  # USD per hour
-        compute = np.where(cloud, rental * days * 24.0, owned(servers, c["server_years"]))
+        compute = np.where(cloud, rental * days * 24.0, owned(share, c["server_years"]))
         network = np.where(cloud, 0.0, owned(c["net_capex_usd"], c["network_years"]))
         dataset = c["storage_dataset_tb"]
         object_price = c["storage_object_usd_per_tb_month"]

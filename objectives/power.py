@@ -13,7 +13,8 @@ adds cooling and power distribution: power_mw = PUE x IT power (``pue`` 1.25, S7
 Two powers, named once: ``power_mw``, the average a facility draws at training load (what energy is billed
 on: ``energy_mwh``, objectives.cost), and ``facility_power_peak_mw``, the peak it is built for: every server
 at its maximum (the vendor's system power, or ``server_to_gpu_tdp`` x TDP) plus fabric and storage, x PUE
-(S72/S73) -- the figure a site's power limit bounds. ``power_it_peak_mw`` is that peak before PUE (the IT
+(S72/S73) -- the figure a site's power limit bounds; sized on the whole servers or racks bought
+(``n_gpus_billed``, objectives.rental: a rack's supply is built for all its GPUs). ``power_it_peak_mw`` is that peak before PUE (the IT
 load the facility is priced by, objectives.cost).
 """
 
@@ -29,7 +30,7 @@ __all__ = ["Power"]
 class Power(Model):
     requires = (
         "n_gpus", "gpu_tdp_w", "server_w_per_gpu", "server_to_gpu_tdp", "power_load_frac", "pue",
-        "net_power_w", "storage_power_w", "time_to_train_days",
+        "net_power_w", "storage_power_w", "time_to_train_days", "n_gpus_billed",
     )
     provides = {
         "power_gpu_mw": "MW; GPUs at training load",
@@ -54,7 +55,7 @@ class Power(Model):
         storage = c["storage_power_w"] / 1e6
         it = gpu + host + network + storage
         facility = c["pue"] * it
-        peak = (n * np.maximum(server_w, c["gpu_tdp_w"]) + c["net_power_w"] + c["storage_power_w"]) / 1e6
+        peak = (c["n_gpus_billed"] * np.maximum(server_w, c["gpu_tdp_w"]) + c["net_power_w"] + c["storage_power_w"]) / 1e6
         return {
             "power_gpu_mw": gpu,
             "power_host_mw": host,

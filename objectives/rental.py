@@ -8,6 +8,12 @@ its GPUs beyond the largest cluster the provider advertises at that pricing (``r
 Capacity Blocks hold at most 256 instances, C03; inf where none is stated). ``feasible`` is the mapping's
 (objectives.steptime) and both of these: the mapping search ranks a design's mappings on the training
 model alone, and this module runs on its winner.
+
+``n_gpus_billed``: the GPUs a design pays for, rented or owned. A cloud bills whole instances
+(``instance_gpus``); a vendor sells whole servers or racks (``server_gpus``: an HGX B200 is 8 GPUs, a GB200
+NVL72 rack 72, one price and one power supply, gpus.yaml). 1,024 GB200 are 15 racks, 1,080 GPUs: the
+capex, the facility's peak power and a rental are sized on those (objectives.power, objectives.cost); an
+owned run's cost is its GPUs' share, the rest of the rack serving other work, as the amortization assumes.
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ __all__ = ["Rental"]
 
 
 class Rental(Model):
-    requires = ("cost_mode", "cloud_usd_per_gpu_hr", "n_gpus", "rental_max_gpus", "feasible")
+    requires = ("cost_mode", "cloud_usd_per_gpu_hr", "n_gpus", "rental_max_gpus", "feasible", "instance_gpus", "server_gpus")
     provides = {
         "con_price": "flag; 1 where a rented design has no published price at its pricing (<= 0 priced)",
         "con_rental_gpus": "GPUs; n_gpus beyond the largest cluster the instance is advertised at with its pricing (<= 0 within)",
+        "n_gpus_billed": "count; GPUs paid for: whole instances (instance_gpus) rented, whole servers or racks "
+                         "(server_gpus) owned; n_gpus where the catalog gives neither",
         "feasible": "bool; the mapping is feasible (every con_* <= 0, a finite step time) and a rented design has a "
                     "published price and an advertised cluster that large",
     }
@@ -32,7 +40,11 @@ class Rental(Model):
         cloud = c["cost_mode"] == 1
         unpriced = (cloud & np.isnan(c["cloud_usd_per_gpu_hr"])).astype(np.float64)
         beyond = np.where(cloud, c["n_gpus"] - c["rental_max_gpus"], -np.inf)
+        n = c["n_gpus"]
+        unit = np.where(np.isnan(c["instance_gpus"]), c["server_gpus"], c["instance_gpus"])
+        billed = np.where(np.isnan(unit) | (unit <= 0), n, np.ceil(n / np.where(unit > 0, unit, 1.0)) * unit)
         return {
+            "n_gpus_billed": billed,
             "con_price": unpriced,
             "con_rental_gpus": beyond,
             "feasible": c["feasible"] & (unpriced <= 0) & (beyond <= 0),

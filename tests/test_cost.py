@@ -32,7 +32,7 @@ POWER_MW = 1.30814                           # PUE 1.25 x 1,046,512 W at trainin
 
 
 def _cost_inputs(mode, days=30.0, need_tb=62.0):
-    c = dict(cost_mode=mode, n_gpus=1024.0, train_tokens=1e12, time_to_train_days=days, server_usd_per_gpu=36_750.0,
+    c = dict(cost_mode=mode, n_gpus=1024.0, n_gpus_billed=1024.0, train_tokens=1e12, time_to_train_days=days, server_usd_per_gpu=36_750.0,
              cloud_usd_per_gpu_hr=3.24, net_capex_usd=NETWORK, storage_capex_usd=STORAGE, storage_need_tb=need_tb,
              storage_cloud_usd_per_tb_month=210.0, power_mw=POWER_MW, power_it_peak_mw=PEAK_MW, storage_dataset_tb=0.0)
     c.update({k: DEFAULTS[k] for k in Cost.requires if k not in c})
@@ -49,6 +49,20 @@ def test_pipeline_feeds_cost_the_hand_figures():
     # capex = 37,632,000 + 6,364,800 + 250,000 + 14,690,158.40 = 58,936,958.40
     assert out["capex_facility_usd"][0] == pytest.approx(FACILITY)
     assert out["capex_usd"][0] == pytest.approx(58_936_958.40)
+
+
+def test_an_owned_nvl72_cluster_is_bought_in_whole_racks():
+    """1,024 GB200 are 15 NVL72 racks (ceil(1024 / 72) = 15, 1,080 GPUs; gpus.yaml server_gpus 72): the capex
+    and the facility's peak are the 15 racks' (1,080 x $41,056 = $44,340,480; 1,080 x 1,750 W of rack power
+    before fabric and storage), the run's servers the 1,024 GPUs' share. 1,024 H100 are 128 whole HGX servers."""
+    rack = objectives.evaluate({**DESIGN, "gpu": "gb200", "tp": 4, "pp": 4})
+    assert rack["n_gpus_billed"][0] == 1080
+    assert rack["capex_servers_usd"][0] == pytest.approx(1080 * 41_056)
+    fabric_storage_w = (rack["net_power_w"][0] + rack["storage_power_w"][0])
+    assert rack["power_it_peak_mw"][0] == pytest.approx((1080 * 1750 + fabric_storage_w) / 1e6)
+    years = rack["time_to_train_days"][0] / 365.25
+    assert rack["run_cost_compute_usd"][0] == pytest.approx(1024 * 41_056 * years * (1 / 5 + 0.06))
+    assert objectives.evaluate(DESIGN)["n_gpus_billed"][0] == 1024
 
 
 def test_owned_run_cost_breakdown_by_hand():

@@ -38,7 +38,7 @@ def test_power_of_1024_h100():
 
 def test_server_power_falls_back_to_tdp_ratio():
     cols = {k: np.array([v]) for k, v in dict(
-        n_gpus=8.0, gpu_tdp_w=1000.0, server_w_per_gpu=np.nan, server_to_gpu_tdp=1.8, power_load_frac=1.0,
+        n_gpus=8.0, n_gpus_billed=8.0, gpu_tdp_w=1000.0, server_w_per_gpu=np.nan, server_to_gpu_tdp=1.8, power_load_frac=1.0,
         pue=1.0, net_power_w=0.0, storage_power_w=0.0, time_to_train_days=1.0).items()}
     out = Power()(cols, Calibration.load())
     # no server figure: 1.8 x 1,000 W (S72) per GPU, 8 GPUs at full load = 14.4 kW
