@@ -6,8 +6,8 @@ Three figures, named once:
   or racks (``n_gpus_billed``, objectives.rental) at ``server_usd_per_gpu`` (gpus.yaml, quoted without the
   scale-out NIC: HGX H100 ~$310k / 8, S47; DGX B200 ~$515k / 8, S65; GB200 NVL72 ~$3.1M / 72, S66), the fabric
   (``net_capex_usd``, objectives.topology), storage (``storage_capex_usd``, objectives.checkpoint) and the
-  facility, built for the IT equipment's
-  maximum power at ``facility_usd_per_mw`` ($10.7M per MW of IT, CBRE via S68).
+  facility, built for the IT equipment's maximum power at ``facility_usd_per_mw`` ($10.7M per MW of IT, CBRE
+  via S68).
 - ``run_cost_usd``: the training run's cost over ``time_to_train_days`` (failures included,
   objectives.reliability), the sum of the ``run_cost_*_usd`` breakdown. Owned (Epoch's amortized-hardware
   method, S24; X12): each asset's capital over its life for the run's wall-clock time (servers
