@@ -70,8 +70,12 @@ def operating_point(step: StepModel, c, concurrency) -> dict[str, np.ndarray]:
         r = np.minimum(b / (decode_steps + n_p), total / (isl + decode_steps))
     dec = r * decode_steps
     chunk = np.minimum(np.maximum(isl, r * isl / groups), np.maximum(budget - dec / groups, 1.0))
-    mixed_frac = 1.0 - (1.0 - np.minimum(r * isl / (groups * chunk), 1.0)) ** groups
-    t_mixed = step.time(dec, chunk, mixed=True)
+    carry = np.minimum(r * isl / (groups * chunk), 1.0)  # a group's share of steps with a chunk
+    mixed_frac = 1.0 - (1.0 - carry) ** groups
+    # a mixed step's groups with a chunk: groups x carry / mixed_frac on average (at least one); the experts
+    # see all their prefill tokens, the slowest group paces the attention
+    carrying = np.where(mixed_frac > 0, groups * carry / np.maximum(mixed_frac, 1e-12), 1.0)
+    t_mixed = step.time(dec, chunk, mixed=True, pre_stage=chunk * carrying)
     t_decode = step.time(dec, 0.0, mixed=False)
     t_step = mixed_frac * t_mixed + (1.0 - mixed_frac) * t_decode
     in_prefill = np.maximum(b / r - decode_steps, n_p)

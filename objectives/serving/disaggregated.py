@@ -87,7 +87,8 @@ class DisaggregatedPools:
         b = np.maximum(concurrency, 1e-9) / c["pp"]
         r = b / np.maximum(osl - 1.0, 1e-9)
         t_decode = self.decode.time(b, 0.0, mixed=False)
-        t_prefill = self.prefill.time(0.0, self.chunk, mixed=True)
+        # every attention group of the prefill instance runs its prompts at once: the experts see them all
+        t_prefill = self.prefill.time(0.0, self.chunk, mixed=True, pre_stage=p["attn_dp"] * self.chunk)
         x_d = r / t_decode
         x_p = p["attn_dp"] * self.prompts / (self.n_chunks * t_prefill)
         ratio = x_d / x_p

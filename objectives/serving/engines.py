@@ -34,8 +34,9 @@ The fitted factors (bounded, few; docs/serving.md says what each stands for and 
 engines' GEMMs and attention against the GPU's measured large-GEMM and flash-attention efficiency),
 ``gemm_rows_half`` (rows at which a GEMM runs at half rate), ``expert_gemm_scale`` (grouped expert GEMMs
 against dense ones), ``ep_imbalance`` (the busiest expert-parallel GPU's load over the mean),
-``allreduce_latency_s`` (one small tensor-parallel all-reduce), and per engine ``host_step_s`` and
-``host_request_s`` (host time per step, and per request in it: scheduling, sampling, output processing).
+``allreduce_latency_s`` (one small tensor-parallel all-reduce), per engine ``host_step_s`` and
+``host_request_s`` (host time per step, and per request in it: scheduling, sampling, output processing),
+and ``host_grace_scale`` (that host time on a Grace host over an x86 one).
 No published run measures vLLM or SGLang (objectives/catalog/serving_runs.md): their host factors keep the
 priors below, and what they share with TensorRT-LLM (the GPU's rates) is TensorRT-LLM's fit.
 """
@@ -93,7 +94,7 @@ def engine_trait(name: str) -> np.ndarray:
 
 
 SERVING_FITTED = ("hbm_eff", "gemm_eff_scale", "gemm_rows_half", "ep_imbalance", "expert_gemm_scale", "allreduce_latency_s", "host_step_s",
-                  "host_request_s")
+                  "host_request_s", "host_grace_scale")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +125,10 @@ class ServingCalibration:
     #: host time per request in the step, by engine code (Python scheduling, sampling and output handling
     #: per request; the C++ executor of trtllm-2024 far less)
     host_request_s: tuple[float, ...] = (20e-6, 20e-6, 20e-6, 2e-6)
+    #: host time on a Grace host (gpus.yaml ``host_grace``: GB200, GB300) over an x86 Xeon's, every engine:
+    #: the prior 1 (no difference); at most 2.75, PyTorch's measured CPU time per module on GB200 against an
+    #: H100 DGX's Xeon 8480C (TransformerEngine issue #2053)
+    host_grace_scale: float = 1.0
     base: Calibration = dataclasses.field(default_factory=Calibration.load, compare=False)
 
     def replace(self, **changes) -> ServingCalibration:

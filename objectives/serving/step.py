@@ -67,7 +67,7 @@ STEP_COLUMNS = (
     "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer", "precision",
     "kv_precision", "engine", "input_len", "output_len", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s",
     "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa3", "scaleup_size",
-    "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel",
+    "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel", "host_grace",
 )
 
 
@@ -208,37 +208,46 @@ class StepModel:
         piped = p > 1
         ar0, ar1 = linear(all_reduce_s, row, t, 1.0, n_ar)
         a2a0, a2a1 = linear(all_to_all_s, a2a_row, g, 1.0, n_a2a)
-        ag0, ag1 = linear(all_gather_s, g * row * dispatch / ACT_BYTES, g, 1.0, n_gather)
-        rs0, rs1 = linear(reduce_scatter_s, g * row, g, 1.0, n_gather)
+        # the all-gather and reduce-scatter carry every group's own tokens, not the busiest group's padded to
+        # g copies (TensorRT-LLM fused_moe: allgather / reducescatter with ``sizes=all_rank_num_tokens``
+        # unless ``use_dp_padding``, which only CUDA-graphed decode steps set): per token of the stage
+        ag0, ag1 = linear(all_gather_s, row * dispatch / ACT_BYTES, g, 1.0, n_gather)
+        rs0, rs1 = linear(reduce_scatter_s, row, g, 1.0, n_gather)
         pp0, pp1 = linear(p2p_s, row, p, g, piped)
         self.comm0 = n_ar * (lat + ar0) + n_a2a * (lat + a2a0) + n_gather * (2.0 * lat + ag0 + rs0) + piped * (lat + pp0)
-        self.comm1 = n_ar * ar1 + n_a2a * a2a1 + n_gather * (ag1 + rs1) + piped * pp1
-        # the group's tokens through HBM: activations, KV written, collectives
+        self.comm1 = n_ar * ar1 + n_a2a * a2a1 + piped * pp1
+        # the group's tokens through HBM: activations, KV written, collectives; the stage's tokens gathered
         self.per_group_token = act_group + kv_layer * layers / bw + self.comm1
+        self.per_stage_token = self.act_stage + n_gather * (ag1 + rs1)
         self.attn_dec = attn_dec
         self.d = d
 
         # --- launch and host
         self.launch = layers * LAUNCH_S_PER_LAYER
-        self.host = lookup(np.asarray(cal.host_step_s), engine)
-        self.host_request = lookup(np.asarray(cal.host_request_s), engine)
+        # the host's work runs slower on a Grace host than on an x86 Xeon (``host_grace_scale``: PyTorch's CPU
+        # time per module 2.75x on GB200, TransformerEngine #2053; the engine's Python executor likewise)
+        grace = 1.0 + c["host_grace"] * (cal.host_grace_scale - 1.0)
+        self.host = lookup(np.asarray(cal.host_step_s), engine) * grace
+        self.host_request = lookup(np.asarray(cal.host_request_s), engine) * grace
         self.overlap = lookup(_OVERLAP, engine) > 0
         self.graphs = lookup(_GRAPHS, engine)
         self.graph_max = lookup(_GRAPH_MAX, engine)
 
-    def time(self, dec, pre, mixed: bool) -> np.ndarray:
+    def time(self, dec, pre, mixed: bool, pre_stage=None) -> np.ndarray:
         """Seconds of one step with ``dec`` decode tokens over the stage (split over the attention groups)
-        and ``pre`` prefill tokens on the busiest group (0 in a decode-only step)."""
+        and ``pre`` prefill tokens on the busiest group (0 in a decode-only step); ``pre_stage``: the prefill
+        tokens of every group together, which the stage's experts and the expert all-gather see (default
+        ``pre``: one group carries a chunk)."""
         dec_group = dec / self.d
         group = dec_group + pre  # tokens of the busiest attention group
-        stage = dec + pre  # tokens the stage's experts see
+        stage = dec + (pre if pre_stage is None else pre_stage)  # tokens the stage's experts see
         half = self.half
         gemms = np.maximum(self.dense_mem, self.dense_flop * (group + half)) \
             + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss), self.expert_flop * (stage + self.expert_half))
         requests = dec_group + pre / self.isl  # sampling requests of the group
         logits = np.maximum(self.logits_mem, self.logits_flop * (requests + half))
         gpu = gemms + logits + dec_group * self.attn_dec + pre * self.pre_attn + group * self.per_group_token \
-            + stage * self.act_stage + self.comm0
+            + stage * self.per_stage_token + self.comm0
         if mixed:
             graphed = self.graphs >= 2
         else:
