@@ -55,7 +55,8 @@ MAPPING_COLUMNS = ("tp", "pp", "cp", "ep", "vp", "micro_batch", "recompute", "se
 #: what an absent or blank optional column means
 DEFAULTS: dict[str, float] = {
     "cp": 1.0, "ep": 1.0, "vp": 1.0, "zero_stage": 1.0, "recompute": 0.0, "precision": 0.0,
-    "moe_experts": 0.0, "moe_topk": 0.0, "scaleup_mesh": 0.0, "host_grace": 0.0, "tied_embeddings": 0.0, "ffn_kind": 1.0, "oversubscription": 1.0,
+    "moe_experts": 0.0, "moe_topk": 0.0, "scaleup_mesh": 0.0, "host_grace": 0.0,
+    "tied_embeddings": 0.0, "ffn_kind": 1.0, "oversubscription": 1.0,
     "train_tokens": np.nan, "stack": 0.0, "dropout": 0.0,
     # MLA, MoE extras and windowed attention: 0 = not used (objectives/transformer.py)
     **catalog.MODEL_FIELD_DEFAULTS,
