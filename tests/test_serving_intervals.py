@@ -144,7 +144,9 @@ def test_each_condition_widens_by_its_fitted_factor(designs):
     # 64 GPUs and pp 8: 3 octaves beyond the published 8 GPUs and 3 beyond pp 1, at least sqrt(18), past d_cap
     assert np.sqrt(18.0) - 1e-9 <= d[3] and d[3] > s["d_cap"] + 1.0
     assert list(out["interval_extrapolated"]) == [False, True, True, True, False]
-    assert width[2] > 2.5 * width[0] and width[3] > 1.2 * width[0]
+    # disaggregated: exp(2 b_unvalidated) = 1.94x the validated width with b_unvalidated 0.33 (the fit of
+    # python -m objectives.serving.fit --cross-validate)
+    assert width[2] > 1.8 * width[0] and width[3] > 1.2 * width[0]
 
 
 def test_every_bound_follows_its_figure(designs):
