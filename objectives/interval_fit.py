@@ -42,6 +42,7 @@ import pandas as pd
 
 from objectives.calibration import STACKS
 from objectives.intervals import (
+    AXES,
     FEATURES,
     GENERATIONS,
     INTERVAL_PATH,
@@ -130,7 +131,7 @@ def ground_of(res: pd.DataFrame) -> dict[str, list[list[float]]]:
     c = _columns(res)
     octaves = feature_octaves(c)
     out = {}
-    for name in FEATURES:
+    for name in AXES:
         v = np.round(octaves[name], 6)
         every = sorted(set(v.tolist()))
         out[name] = [sorted(set(v[c["stack"] == code].tolist())) or every for code in range(len(STACKS))]

@@ -24,7 +24,11 @@ leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshira
   the published runs (every megatron-2021 run is on Ampere, every Blackwell run on megatron-core): a level
   lowered the held-out likelihood and coverage (objectives.interval_fit). The axes are looked at one by
   one (a sorted lookup, no pass over the runs per design), so a combination of validated values that no
-  single run had counts as validated.
+  single run had counts as validated. One axis is a combination, ``domains``: the NVLink domains a job
+  spans, log2(n_gpus / scaleup_size), against the runs *on that domain size* (a GB200 job on 57 NVL72 racks
+  is as far from the published NVL72 runs of at most 3.6 racks as its octaves say, however many 8-GPU
+  servers the H100 runs spanned); a domain size no run of the stack has adds nothing on it, the
+  ``scaleup_size`` axis counting that distance already.
 - the widening stops at ``d_cap`` (the largest distance a held-out run had: beyond it the residuals say
   nothing); ``interval_extrapolated`` marks designs past it, whose interval is then a lower bound on the
   model's uncertainty.
@@ -53,7 +57,7 @@ import numpy as np
 from objectives.base import Model, as_codes, lookup, select
 from objectives.table import is_constant
 
-__all__ = ["Intervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "generation", "feature_octaves", "ground_keys",
+__all__ = ["Intervals", "FEATURES", "AXES", "INTERVAL_PATH", "LEVEL", "generation", "feature_octaves", "ground_keys",
            "distance_oct", "log_band", "load_params"]
 
 INTERVAL_PATH = Path(__file__).parent / "catalog" / "intervals.json"
@@ -63,6 +67,11 @@ LEVEL = 0.8
 #: (bf16 4, fp8 3, fp4 2) and the scale-up mesh (0 switched, 1 full mesh) as it is
 FEATURES = ("n_gpus", "tp", "pp", "cp", "ep", "n_params", "n_params_active", "seq_len", "precision",
             "generation", "gpu_bf16_tflop_s", "gpu_hbm_tbyte_s", "scaleup_gbyte_s", "scaleup_size", "scaleup_mesh")
+#: the derived axes beside FEATURES: the NVLink domains a job spans, grouped by the domain size (module doc)
+AXES = (*FEATURES, "domains")
+#: ``domains`` values of different domain sizes lie this many units per octave of domain size apart, more
+#: than twice any job's span (< 2^20 domains), so a design's nearest key of its own size is within half of it
+_DOMAIN_GROUP = 50.0
 #: axes counted as they are (one unit per step), not in octaves
 _LINEAR = ("generation", "scaleup_mesh")
 GENERATIONS = ("ampere", "hopper", "blackwell")
@@ -88,8 +97,9 @@ def _cells(fn, x: np.ndarray) -> np.ndarray:
 
 
 def feature_octaves(c) -> dict[str, np.ndarray]:
-    """Each axis of :data:`FEATURES` in octaves (see the module doc); a constant column stays constant."""
+    """Each axis of :data:`AXES` in octaves (see the module doc); a constant column stays constant."""
     out = {name: _cells(np.log2, c[name]) for name in FEATURES if name not in ("precision", *_LINEAR)}
+    out["domains"] = _DOMAIN_GROUP * out["scaleup_size"] + (out["n_gpus"] - out["scaleup_size"])
     out["precision"] = _cells(lambda p: 4.0 - p, c["precision"])  # log2 of 16, 8, 4 bits
     out.update((name, np.asarray(c[name], dtype=np.float64)) for name in _LINEAR)
     return out
@@ -121,6 +131,8 @@ def distance_oct(octaves: dict[str, np.ndarray], stack: np.ndarray, keys: dict[s
             b = base
         key = b + v
         gap = key - k.take(np.searchsorted(mid, key))
+        if name == "domains":  # no run of the stack on this domain size: the scaleup_size axis counts it
+            gap = np.where(np.abs(gap) > _DOMAIN_GROUP / 2.0, 0.0, gap)
         total = total + gap * gap
     shape = np.broadcast_shapes(np.shape(stack), *(np.shape(v) for v in octaves.values()))
     return np.sqrt(np.broadcast_to(total, shape))
