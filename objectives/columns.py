@@ -9,12 +9,14 @@ it is computed once and broadcast.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 import numpy as np
 
-from objectives.table import InputError, is_constant
+from objectives.table import Columns, InputError, is_constant
 
 __all__ = ["bad_row", "has_nan", "fill_blanks", "distinct_cells", "all_at_least", "all_whole", "per_value",
-           "number_cells"]
+           "number_cells", "with_outputs"]
 
 #: text that means a blank cell, as '' reads
 BLANK_TEXT = ("", "nan", "NaN", "None")
@@ -75,3 +77,18 @@ def number_cells(value: np.ndarray, column: str):
     if row is not None:
         raise InputError(f"'{raw.iloc[row]}' is not a number", column=column, row=row)
     return raw, blank, as_num
+
+
+def with_outputs(user: Columns, work: Mapping[str, np.ndarray], outputs: Collection[str],
+                 categories: Collection[str]) -> Columns:
+    """The evaluated table: the user's columns, every new column of ``work`` (the prepared columns and the
+    modules' outputs) and each of ``outputs`` over its input, the categorical columns among ``categories``
+    as the user wrote them (not their codes)."""
+    out = dict(user)
+    for name, value in work.items():
+        if name not in user or name in outputs:
+            out[name] = value
+    for name in categories:
+        if name in user:
+            out[name] = user[name]
+    return out

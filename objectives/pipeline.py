@@ -16,7 +16,16 @@ from objectives import catalog
 from objectives.base import Model
 from objectives.calibration import Calibration
 from objectives.checkpoint import Checkpoint
-from objectives.columns import all_at_least, all_whole, bad_row, distinct_cells, fill_blanks, has_nan, number_cells
+from objectives.columns import (
+    all_at_least,
+    all_whole,
+    bad_row,
+    distinct_cells,
+    fill_blanks,
+    has_nan,
+    number_cells,
+    with_outputs,
+)
 from objectives.communication import Communication
 from objectives.compute import ComputeTime
 from objectives.cost import Cost
@@ -317,14 +326,8 @@ def evaluate(table: Mapping[str, object], cal: Calibration | None = None,
         _check_order(models)
     user, floats = prepare(table)
     work = run_models(floats, cal, models)
-    out = dict(user)
     outputs = set(metrics()) if models is MODELS else {name for model in models for name in model.provides}
-    for name, value in work.items():
-        if name not in user or name in outputs:
-            out[name] = value
-    for name in CATEGORIES:
-        if name in user:
-            out[name] = user[name]
+    out = with_outputs(user, work, outputs, CATEGORIES)
     out.update(rental_labels(work))
     if "feasible" in work:
         out["infeasible_reason"] = infeasible_reason(work)
