@@ -8,7 +8,8 @@ categorical encoding factorizes it by object identity (:func:`objectives.table.f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,8 @@ from dse.parquet import write_atomic, write_atomic_row_groups
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["read_table", "read_columns", "write_table", "write_slices", "to_columns", "describe_input_error", "display_path"]
+__all__ = ["read_table", "read_columns", "write_table", "write_slices", "write_evaluated", "to_columns",
+           "read_runs", "describe_input_error", "display_path"]
 
 _PARQUET = (".parquet", ".pq")
 
@@ -227,6 +229,51 @@ def write_slices(slices: Iterable[Mapping[str, np.ndarray]], path: str | Path, m
             yield _arrow_table(columns, names, table.schema)[0]
 
     write_atomic_row_groups(p, table.schema, tables(), metadata, **_write_options(names, dictionary))
+
+
+def read_runs(path: str | Path, required: Sequence[str], kind: str = "") -> pd.DataFrame:
+    """A table of published runs (``dse validate``): its rows with ``include`` 1 (all where it has no such
+    column). A missing ``required`` column or no included row is a UserError naming the file; ``kind``
+    ('serving ') says in it what table was expected."""
+    runs = read_table(path)
+    missing = [c for c in required if c not in runs.columns]
+    if missing:
+        raise UserError(f"missing column(s) {', '.join(missing)}; a {kind}runs table needs {kind}design-table "
+                        f"columns plus {', '.join(required)}", where=str(path))
+    if "include" in runs.columns:
+        runs = runs[runs["include"] == 1].reset_index(drop=True)
+    if runs.empty:
+        raise UserError("has no included runs", where=str(path))
+    return runs
+
+
+def write_evaluated(evaluate: Callable[[Mapping[str, np.ndarray], int, int], Mapping[str, np.ndarray]],
+                    cols: Mapping[str, np.ndarray], n: int, path: str | Path, source: str | Path,
+                    metadata: dict[str, str], names: Sequence[str] | None, slice_rows: int) -> int:
+    """Evaluate the table ``cols`` (``n`` rows, read from ``source``) and write ``path``; the number of
+    columns written. ``evaluate(part, lo, hi)``: the output columns of rows lo..hi (``part``, those rows of
+    ``cols``). A CSV output is evaluated whole; a Parquet one in slices of ``slice_rows`` rows, one row group
+    each (:func:`write_slices`), so that memory stays bounded. An objectives.InputError raised by
+    ``evaluate`` becomes a one-line UserError naming its row in the whole table."""
+    from objectives import InputError
+
+    def evaluated(lo: int, hi: int) -> Mapping[str, np.ndarray]:
+        part = cols if (lo, hi) == (0, n) else {k: v[lo:hi] for k, v in cols.items()}
+        try:
+            return evaluate(part, lo, hi)
+        except InputError as exc:
+            if exc.row is not None:
+                exc.row += lo
+            raise describe_input_error(exc, source) from None
+
+    if str(path).lower().endswith(".csv"):
+        out = evaluated(0, n)
+        write_table(out, path, metadata=metadata, names=names)
+        return len(names or out)
+    slices = (evaluated(lo, min(lo + slice_rows, n)) for lo in range(0, n, slice_rows))
+    first = next(slices)
+    write_slices(itertools.chain((first,), slices), path, metadata=metadata, names=names)
+    return len(names or first)
 
 
 def describe_input_error(exc, path: str | Path) -> UserError:

@@ -32,15 +32,15 @@ ground, and the share of its measurements inside their intervals counted.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from objectives import interval_derivation
 from objectives.calibration import STACKS
+from objectives.interval_derivation import FLOOR, RIDGE, equal_source_weights, fit_log_scale, weighted_quantile
 from objectives.intervals import (
     AXES,
     FEATURES,
@@ -61,10 +61,6 @@ __all__ = ["RESIDUALS_PATH", "RIDGE", "residual_table", "write_residuals", "read
            "main"]
 
 RESIDUALS_PATH = Path(__file__).parent / "catalog" / "loso_residuals.csv"
-#: prior precision of each level effect of log sigma, in sources' weights
-RIDGE = 1.0
-#: |log ratio| below this (0.2%) counts as this in the likelihood (a perfect prediction has no scale)
-_FLOOR = 2e-3
 _COLUMNS = ("run_id", "source", "source_key", "model", "stack", "gpu", "generation", "moe", "precision", "n_gpus",
             "tp", "pp", "cp", "ep", "n_params", "n_params_active", "seq_len", "global_batch", "gpu_bf16_tflop_s",
             "gpu_hbm_tbyte_s", "scaleup_gbyte_s", "scaleup_size", "scaleup_mesh", "measured_tokens_per_s_per_gpu",
@@ -150,11 +146,6 @@ def heldout_distances(res: pd.DataFrame) -> np.ndarray:
     return dist
 
 
-def _weights(res: pd.DataFrame) -> np.ndarray:
-    """Every source weighing 1."""
-    return 1.0 / res["source"].map(res["source"].value_counts()).to_numpy(dtype=np.float64)
-
-
 def _design(c: dict[str, np.ndarray], dist: np.ndarray) -> np.ndarray:
     """Columns: intercept, one per stack, moe, distance."""
     stack = np.eye(len(STACKS))[c["stack"].astype(int)]
@@ -162,41 +153,12 @@ def _design(c: dict[str, np.ndarray], dist: np.ndarray) -> np.ndarray:
 
 
 def fit_scale(res: pd.DataFrame, dist: np.ndarray, ridge: float = RIDGE) -> dict:
-    """The scale model of log sigma (module doc, step 2); Newton's method on the Laplace likelihood."""
-    c = _columns(res)
-    x = _design(c, dist)
-    a = np.maximum(np.abs(res["log_ratio"].to_numpy(dtype=np.float64)), _FLOOR)
-    w = _weights(res)
-    prior = np.full(x.shape[1], ridge)
-    prior[0] = prior[-1] = 0.0  # the intercept and kappa are free
-    free = np.ones(x.shape[1], dtype=bool)
-    theta = np.zeros(x.shape[1])
-    theta[0] = np.log(np.sum(w * a) / np.sum(w))
-    for _ in range(2):  # a second pass with kappa held at 0 if the first wants it negative
-        for _ in range(100):
-            eta = x @ theta
-            u = a * np.exp(-eta)  # Laplace NLL per weight: eta + |r| e^-eta
-            grad = x.T @ (w * (1.0 - u)) + prior * theta
-            hess = (x * (w * u)[:, None]).T @ x + np.diag(prior)
-            step = np.zeros_like(theta)
-            step[free] = np.linalg.solve(hess[np.ix_(free, free)], grad[free])
-            theta -= step
-            if np.max(np.abs(step)) < 1e-10:
-                break
-        if theta[-1] >= 0.0:
-            break
-        free[-1], theta[-1] = False, 0.0
+    """The scale model of log sigma (module doc, step 2): objectives.interval_derivation.fit_log_scale."""
+    a = np.maximum(np.abs(res["log_ratio"].to_numpy(dtype=np.float64)), FLOOR)
+    theta = fit_log_scale(_design(_columns(res), dist), a, equal_source_weights(res), ridge)
     k = len(STACKS)
     return {"intercept": float(theta[0]), "stack": [float(t) for t in theta[1:1 + k]],
             "moe": float(theta[-2]), "kappa": float(theta[-1]), "d_cap": float(np.max(dist))}
-
-
-def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    """The q-quantile of the weighted sample (inverted weighted empirical distribution, midpoints)."""
-    order = np.argsort(values)
-    v, w = values[order], weights[order]
-    cum = (np.cumsum(w) - 0.5 * w) / np.sum(w)
-    return float(np.interp(q, cum, v))
 
 
 def derive(res: pd.DataFrame, command: str = "") -> dict:
@@ -207,9 +169,9 @@ def derive(res: pd.DataFrame, command: str = "") -> dict:
     c = _columns(res)
     _, _, sigma = log_band(c["stack"], c["moe"], dist, params)
     z = res["log_ratio"].to_numpy(dtype=np.float64) / sigma
-    w = _weights(res)
-    params["quantile"] = {"lo": _weighted_quantile(z, w, (1.0 - LEVEL) / 2.0),
-                          "hi": _weighted_quantile(z, w, (1.0 + LEVEL) / 2.0)}
+    w = equal_source_weights(res)
+    params["quantile"] = {"lo": weighted_quantile(z, w, (1.0 - LEVEL) / 2.0),
+                          "hi": weighted_quantile(z, w, (1.0 + LEVEL) / 2.0)}
     params.update({
         "level": LEVEL, "stacks": list(STACKS), "generations": list(GENERATIONS), "features": list(FEATURES),
         "ground": ground_of(res),
@@ -222,11 +184,7 @@ def derive(res: pd.DataFrame, command: str = "") -> dict:
 
 
 def write_params(params: dict, path: str | Path = INTERVAL_PATH) -> None:
-    ground = params["ground"]
-    rest = {k: v for k, v in params.items() if k != "ground"}
-    text = json.dumps(rest, indent=2)[:-2]  # the ground one line per axis, so the file reads
-    lines = ",\n".join(f'    "{name}": {json.dumps(per_stack)}' for name, per_stack in ground.items())
-    Path(path).write_text(text + ',\n  "ground": {\n' + lines + "\n  }\n}\n")
+    interval_derivation.write_params(params, path)
 
 
 def bands(res: pd.DataFrame, params: dict, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -280,18 +238,9 @@ def coverage_text(res: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m objectives.interval_fit", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--residuals", default=str(RESIDUALS_PATH))
-    ap.add_argument("--out", default=str(INTERVAL_PATH))
-    args = ap.parse_args(argv)
-    res = read_residuals(args.residuals)
-    with open(args.residuals) as fh:
-        command = fh.readline().partition("`")[2].partition("`")[0]
-    write_params(derive(res, command=command), args.out)
-    print(coverage_text(res))
-    print(f"wrote {args.out}")
-    return 0
+    return interval_derivation.main(argv, prog="python -m objectives.interval_fit", doc=__doc__,
+                                    residuals=RESIDUALS_PATH, out=INTERVAL_PATH, read_residuals=read_residuals,
+                                    derive=derive, coverage_text=coverage_text)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from objectives.base import Model, as_codes, lookup, select
+from objectives.columns import per_value
 from objectives.table import is_constant
 
 __all__ = ["Intervals", "FEATURES", "AXES", "INTERVAL_PATH", "LEVEL", "generation", "feature_octaves", "ground_keys",
@@ -90,17 +91,15 @@ def generation(fp8_tflop_s: np.ndarray, fp4_tflop_s: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(fp8_tflop_s), 0.0, np.where(np.isnan(fp4_tflop_s), 1.0, 2.0))
 
 
-def _cells(fn, x: np.ndarray) -> np.ndarray:
-    """``fn`` of a column; of its one value, broadcast, where the column is constant."""
-    x = np.asarray(x, dtype=np.float64)
-    return np.broadcast_to(fn(x[:1]), x.shape) if is_constant(x) else fn(x)
+#: objectives/serving/intervals.py imports this by its former private name until it takes objectives.columns.per_value
+_cells = per_value
 
 
 def feature_octaves(c) -> dict[str, np.ndarray]:
     """Each axis of :data:`AXES` in octaves (see the module doc); a constant column stays constant."""
-    out = {name: _cells(np.log2, c[name]) for name in FEATURES if name not in ("precision", *_LINEAR)}
+    out = {name: per_value(np.log2, c[name]) for name in FEATURES if name not in ("precision", *_LINEAR)}
     out["domains"] = _DOMAIN_GROUP * out["scaleup_size"] + (out["n_gpus"] - out["scaleup_size"])
-    out["precision"] = _cells(lambda p: 4.0 - p, c["precision"])  # log2 of 16, 8, 4 bits
+    out["precision"] = per_value(lambda p: 4.0 - p, c["precision"])  # log2 of 16, 8, 4 bits
     out.update((name, np.asarray(c[name], dtype=np.float64)) for name in _LINEAR)
     return out
 
@@ -122,7 +121,7 @@ def distance_oct(octaves: dict[str, np.ndarray], stack: np.ndarray, keys: dict[s
     Every stack has values on every axis (``interval_fit`` fills a stack without runs with all runs'), and
     keys of different stacks lie ``_STACK_OFFSET`` apart, so the nearest key is one of the design's stack."""
     total = 0.0
-    base = _cells(lambda s: s * _STACK_OFFSET, stack)
+    base = per_value(lambda s: s * _STACK_OFFSET, stack)
     for name, (k, mid) in keys.items():
         v = octaves[name]
         if is_constant(v) and is_constant(base):  # one lookup for the whole column

@@ -34,6 +34,7 @@ import pandas as pd
 
 from objectives.calibration import STACKS, Calibration
 from objectives.fit import BOX, Fit, fit_factors, held_out, label, plan
+from objectives.interval_derivation import FLOOR
 from objectives.intervals import FEATURES, distance_oct, feature_octaves, generation, ground_keys, log_band
 from objectives.table import CATEGORIES, InputError
 from objectives.validation import predict, source_of
@@ -44,8 +45,6 @@ __all__ = ["N0", "MEASURED", "STEP_TIME", "measured_tokens", "Calibrated", "cali
 N0 = 5
 MEASURED = "measured_tokens_per_s_per_gpu"
 STEP_TIME = "measured_step_time_s"
-#: |log ratio| below this counts as this (objectives.interval_fit: a perfect prediction has no scale)
-_FLOOR = 2e-3
 
 
 def _numbers(values) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +130,7 @@ def interval_params(base: dict, result: pd.DataFrame, log_ratio: np.ndarray) -> 
         one = {k: np.broadcast_to(v, stack.shape)[i:i + 1] for k, v in octaves.items()}
         dist[i] = distance_oct(one, stack[i:i + 1], keys)[0]
     _, _, sigma = log_band(stack, moe, dist, base)
-    ratio = float(np.mean(np.maximum(np.abs(log_ratio), _FLOOR) / sigma))
+    ratio = float(np.mean(np.maximum(np.abs(log_ratio), FLOOR) / sigma))
     w = n / (n + N0)
     params = copy.deepcopy(base)
     params["scale"]["intercept"] = base["scale"]["intercept"] + w * np.log(ratio)

@@ -16,6 +16,16 @@ from objectives import catalog
 from objectives.base import Model
 from objectives.calibration import Calibration
 from objectives.checkpoint import Checkpoint
+from objectives.columns import (
+    all_at_least,
+    all_whole,
+    bad_row,
+    distinct_cells,
+    fill_blanks,
+    has_nan,
+    number_cells,
+    with_outputs,
+)
 from objectives.communication import Communication
 from objectives.compute import ComputeTime
 from objectives.cost import Cost
@@ -34,7 +44,7 @@ from objectives.topology import Topology
 from objectives.transformer import TransformerMath
 
 __all__ = ["MODELS", "TRAINING_MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models",
-           "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "metrics", "rental_labels"]
+           "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "check_architecture", "metrics", "rental_labels"]
 
 #: the model modules, in data-flow order: the design-only ones (the fabric's bandwidth and latency feed the
 #: collectives), the mapping-dependent ones up to the step time, then the cluster economics.
@@ -116,10 +126,6 @@ def rental_labels(floats: Columns) -> Columns:
     return {"instance": labels.take(ids), "provider": catalog.provider_labels(codes)}
 
 
-def _bad_row(mask: np.ndarray) -> int | None:
-    return int(np.argmax(mask)) if mask.any() else None
-
-
 def _as_float(value: np.ndarray) -> np.ndarray | None:
     """A column as float64, or None for a label column carried through (gpu, model, notes)."""
     if value.dtype.kind in "iufb":
@@ -145,49 +151,10 @@ def _check_numbers(user: Columns) -> None:
         value = user[name]
         if value.dtype.kind in "iufb":
             continue
-        import pandas as pd  # only for a column of text or objects
-
-        raw = pd.Series(value[:1] if is_constant(value) else value, dtype=object)
-        blank = raw.isna() | raw.astype(str).str.strip().isin(("", "nan", "NaN", "None"))
-        as_num = pd.to_numeric(raw.where(~blank, np.nan), errors="coerce")
-        bad = (as_num.isna() & ~blank).to_numpy()
-        row = _bad_row(bad)
-        if row is not None:
-            raise InputError(f"'{raw.iloc[row]}' is not a number", column=name, row=row)
+        raw, blank, _ = number_cells(value, name)
         if (blank & raw.notna()).any():  # text meaning blank (' ', 'None', a control character): NaN, as '' reads
             cells = raw.where(~blank, np.nan).to_numpy(dtype=object)
             user[name] = np.broadcast_to(cells, value.shape) if is_constant(value) else cells
-
-
-def _has_nan(values: np.ndarray) -> bool:
-    """True if any cell is NaN (one reduction, no temporary column)."""
-    return len(values) > 0 and bool(np.isnan(np.min(values)))
-
-
-def _fill(values: np.ndarray, default) -> np.ndarray:
-    """Blank (NaN) cells of a float column set to ``default`` (a value or a column); a constant column
-    stays a constant view, a column without blanks is used as it is."""
-    if is_constant(values) and np.ndim(default) == 0:
-        return np.broadcast_to(np.where(np.isnan(values[:1]), default, values[:1]), values.shape)
-    return np.where(np.isnan(values), default, values) if _has_nan(values) else values
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """The cells worth checking: one for a constant column (its row 0 stands for all), else all."""
-    return values[:1] if is_constant(values) else values
-
-
-def _all_at_least(v: np.ndarray, low: float) -> bool:
-    """Fast check (two reductions) that every cell is finite and >= low (> 0 where low is 0)."""
-    if not len(v):
-        return True
-    least, most = np.min(v), np.max(v)  # NaN anywhere makes both NaN, and the check fails
-    return bool(((least > 0) if low == 0 else (least >= low)) and most != np.inf)
-
-
-def _all_whole(v: np.ndarray) -> bool:
-    """Fast check that every cell is a non-negative whole number (no blank)."""
-    return not len(v) or bool(np.min(v) >= 0 and np.array_equal(np.floor(v), v))
 
 
 def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
@@ -221,71 +188,71 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
         if name not in floats:
             floats[name] = np.broadcast_to(np.float64(default), (n,))
         elif not np.isnan(default):
-            floats[name] = _fill(floats[name], default)
+            floats[name] = fill_blanks(floats[name], default)
     # blank cells derived from other columns (a column without blanks is used as it is)
     heads = floats["n_heads"]
-    floats["n_kv_heads"] = _fill(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
-    if "d_head" not in floats or _has_nan(floats["d_head"]):
+    floats["n_kv_heads"] = fill_blanks(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
+    if "d_head" not in floats or has_nan(floats["d_head"]):
         with np.errstate(divide="ignore", invalid="ignore"):  # n_heads 0 is reported below, as an InputError
             per_head = floats["d_model"] / floats["n_heads"]
-        floats["d_head"] = _fill(floats["d_head"], per_head) if "d_head" in floats else per_head
-    if "sequence_parallel" not in floats or _has_nan(floats["sequence_parallel"]):
+        floats["d_head"] = fill_blanks(floats["d_head"], per_head) if "d_head" in floats else per_head
+    if "sequence_parallel" not in floats or has_nan(floats["sequence_parallel"]):
         tp_splits = (floats["tp"] > 1).astype(np.float64)
-        floats["sequence_parallel"] = _fill(floats["sequence_parallel"], tp_splits) if "sequence_parallel" in floats \
-            else tp_splits
+        floats["sequence_parallel"] = fill_blanks(floats["sequence_parallel"], tp_splits) \
+            if "sequence_parallel" in floats else tp_splits
 
     def cells(name: str) -> np.ndarray:
         """The values of a column worth checking: a catalog column's few, a constant column's one, else all."""
         column, values = distinct.get(name, (None, None))
-        return values if column is floats[name] else _distinct(floats[name])
+        return values if column is floats[name] else distinct_cells(floats[name])
 
     for name, low in REQUIRED.items():
-        if _all_at_least(cells(name), low):
+        if all_at_least(cells(name), low):
             continue
-        v = _distinct(floats[name])
+        v = distinct_cells(floats[name])
         bad = ~((v > 0) if low == 0 else (v >= low)) | (v == np.inf)  # NaN compares False: caught too
-        row = _bad_row(bad)
+        row = bad_row(bad)
         if row is not None:
             what = "missing" if np.isnan(v[row]) else f"{v[row]:g}"
             raise InputError(f"{what} is not valid; needs a finite number >= {low}" + (" (> 0)" if low == 0 else ""), column=name, row=row)
     for name in INTEGER_COLUMNS:
         if name in floats:
-            if _all_whole(cells(name)):
+            if all_whole(cells(name)):
                 continue
-            v = _distinct(floats[name])
-            row = _bad_row((v != np.floor(v)) & np.isfinite(v) | (v < 0))
+            v = distinct_cells(floats[name])
+            row = bad_row((v != np.floor(v)) & np.isfinite(v) | (v < 0))
             if row is not None:
                 raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
-    _check_architecture(floats)
-    zero = _distinct(floats["zero_stage"])
-    row = None if len(zero) and np.max(zero) <= 3 else _bad_row(~np.isin(zero, (0, 1, 2, 3)))  # whole, >= 0 by now
+    check_architecture(floats)
+    zero = distinct_cells(floats["zero_stage"])
+    row = None if len(zero) and np.max(zero) <= 3 else bad_row(~np.isin(zero, (0, 1, 2, 3)))  # whole, >= 0 by now
     if row is not None:
         raise InputError(f"{floats['zero_stage'][row]:g} is not a ZeRO stage (0, 1, 2 or 3)", column="zero_stage", row=row)
     return user, floats
 
 
-def _check_architecture(floats: Columns) -> None:
+def check_architecture(floats: Columns) -> None:
     """Raise InputError for an attention or MoE description that is not one (objectives/transformer.py): MLA
     (kv_lora_rank > 0) without its head widths, or with n_kv_heads other than n_heads (its up-projected keys
     and values are per head); a share of windowed layers outside [0, 1]; leading dense layers that leave an
     MoE model no MoE layer."""
-    mla = _distinct(floats["kv_lora_rank"]) > 0
+    mla = distinct_cells(floats["kv_lora_rank"]) > 0
     if mla.any():
         for name in ("qk_nope_dim", "qk_rope_dim", "v_head_dim"):
-            row = _bad_row(mla & ~(_distinct(floats[name]) > 0))
+            row = bad_row(mla & ~(distinct_cells(floats[name]) > 0))
             if row is not None:
                 raise InputError("must be > 0 with multi-head latent attention (kv_lora_rank > 0)", column=name, row=row)
-        heads, kv = _distinct(floats["n_heads"]), _distinct(floats["n_kv_heads"])
-        row = _bad_row(mla & (kv != heads))
+        heads, kv = distinct_cells(floats["n_heads"]), distinct_cells(floats["n_kv_heads"])
+        row = bad_row(mla & (kv != heads))
         if row is not None:
             raise InputError(f"{floats['n_kv_heads'][row]:g} with multi-head latent attention (kv_lora_rank > 0): "
                              "its keys and values are per head; leave it blank or n_heads", column="n_kv_heads", row=row)
-    frac = _distinct(floats["attn_window_frac"])
-    row = _bad_row(~((frac >= 0) & (frac <= 1)))
+    frac = distinct_cells(floats["attn_window_frac"])
+    row = bad_row(~((frac >= 0) & (frac <= 1)))
     if row is not None:
         raise InputError(f"{frac[row]:g} is not a share of layers (0 to 1)", column="attn_window_frac", row=row)
-    moe = _distinct(floats["moe_experts"]) > 0
-    row = _bad_row(moe & (_distinct(floats["moe_dense_layers"]) >= _distinct(floats["n_layers"])))
+    moe = distinct_cells(floats["moe_experts"]) > 0
+    row = bad_row(moe & (distinct_cells(floats["moe_dense_layers"]) >= distinct_cells(floats["n_layers"])))
     if row is not None:
         raise InputError(f"{floats['moe_dense_layers'][row]:g} leading dense layers leave no MoE layer of "
                          f"n_layers {floats['n_layers'][row]:g}", column="moe_dense_layers", row=row)
@@ -299,7 +266,7 @@ def check_layout(floats: Columns) -> None:
     if found is None:
         return
     rule, bad = found
-    row = _bad_row(bad)
+    row = bad_row(bad)
     t, p, c = (floats[k][row] for k in ("tp", "pp", "cp"))
     if rule.name == "gpus":
         raise InputError(f"tp*pp*cp = {t:g}*{p:g}*{c:g} = {t * p * c:g} does not divide n_gpus = {floats['n_gpus'][row]:g}",
@@ -360,14 +327,8 @@ def evaluate(table: Mapping[str, object], cal: Calibration | None = None,
         _check_order(models)
     user, floats = prepare(table)
     work = run_models(floats, cal, models)
-    out = dict(user)
     outputs = set(metrics()) if models is MODELS else {name for model in models for name in model.provides}
-    for name, value in work.items():
-        if name not in user or name in outputs:
-            out[name] = value
-    for name in CATEGORIES:
-        if name in user:
-            out[name] = user[name]
+    out = with_outputs(user, work, outputs, CATEGORIES)
     out.update(rental_labels(work))
     if "feasible" in work:
         out["infeasible_reason"] = infeasible_reason(work)
@@ -383,3 +344,9 @@ def _check_order(models: tuple[Model, ...]) -> None:
         if missing:
             raise ValueError(f"{type(model).__name__} needs {missing}: run the modules that provide them first")
         seen.update(model.provides)
+
+
+# objectives/serving/prepare.py imports these by their former private names until it takes them from
+# objectives.columns (and check_architecture by its public name)
+_all_at_least, _all_whole, _bad_row, _distinct, _fill = all_at_least, all_whole, bad_row, distinct_cells, fill_blanks
+_check_architecture = check_architecture

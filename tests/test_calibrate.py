@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from cli_run import run_cli as _run
 
 import objectives
-from dse.cli import main
 from dse.errors import UserError
 from dse.spec import parse_spec
 from objectives.calibration import Calibration
@@ -72,12 +72,6 @@ def test_the_factors_it_was_given_come_back(recovered):
     # and the calibrated model reproduces the runs to about their noise (3%)
     after = recovered.after
     assert np.mean(np.abs(after["signed_error"])) < 0.035 < np.mean(np.abs(recovered.before["signed_error"]))
-
-
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _csv(tmp_path, runs: pd.DataFrame, name="runs.csv"):

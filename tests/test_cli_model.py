@@ -6,20 +6,13 @@ import sys
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
-from dse.cli import main
+from cli_run import run_cli as _run
 
 GOOD = """model,gpu,n_gpus,global_batch,tp,pp,micro_batch,recompute,note
 llama3-70b,h100-sxm,64,256,4,4,1,selective,fixed mapping
 llama3-70b,h100-sxm,64,256,,,,,searched mapping
 gpt3-175b,b200,1024,1536,8,,1,full,partly searched
 """
-
-
-def _run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_evaluate_writes_inputs_plus_metrics(tmp_path, capsys):

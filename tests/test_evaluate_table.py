@@ -5,9 +5,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_run import run_cli as _run
 
 import objectives
-from dse.cli import main
 from objectives.mapping import needed_models
 from objectives.pipeline import CHUNK_ROWS, ECONOMICS_MODELS
 
@@ -118,12 +118,6 @@ def test_reasons_only_where_asked_for():
     assert "infeasible_reason" not in objectives.search_mapping(table, outputs=["step_time_s", "feasible"])
     asked = objectives.search_mapping(table, outputs=["step_time_s", "infeasible_reason"])
     assert list(asked["infeasible_reason"]) == list(full["infeasible_reason"])
-
-
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture

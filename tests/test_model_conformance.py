@@ -6,6 +6,7 @@ it declares, never writes to its inputs, and a batch gives the same numbers as t
 
 import itertools
 
+import conformance
 import numpy as np
 import pytest
 
@@ -35,36 +36,13 @@ def _design_table():
 def stages():
     """The work table as each module sees it: inputs prepared plus every earlier module's outputs."""
     _, cols = prepare(_design_table())
-    cal = Calibration.load()
-    seen = []
-    work = dict(cols)
-    for model in MODELS:
-        seen.append((model, {k: np.array(v) for k, v in work.items()}))
-        work.update(model(work, cal))
-    return seen
+    return conformance.stages(MODELS, cols, Calibration.load())
 
 
 @pytest.mark.parametrize("index", range(len(MODELS)), ids=[type(m).__name__ for m in MODELS])
 def test_module_conforms(stages, index):
     model, work = stages[index]
-    cal = Calibration.load()
-    only_required = {k: work[k] for k in model.requires}
-    before = {k: v.copy() for k, v in only_required.items()}
-    for v in only_required.values():
-        v.flags.writeable = False  # a write to an input raises
-    out = model(only_required, cal)  # __call__ checks that outputs == declared outputs
-    assert set(out) == set(model.provides)
-    n = len(work["n_gpus"])
-    for k, v in out.items():
-        assert v.shape == (n,), k
-        assert v.dtype.kind in "fb", k
-    for k, v in before.items():
-        np.testing.assert_array_equal(only_required[k], v)
-    # batch == row by row
-    for i in range(0, n, 7):
-        single = model({k: v[i:i + 1] for k, v in only_required.items()}, cal)
-        for k in out:
-            np.testing.assert_allclose(single[k], out[k][i:i + 1], rtol=1e-12, equal_nan=True, err_msg=k)
+    conformance.check_conforms(model, work, Calibration.load(), every=7, rtol=1e-12)
 
 
 def test_every_metric_is_documented_with_a_unit():

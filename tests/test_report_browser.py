@@ -43,14 +43,9 @@ def browse(exe: str, url: str, profile: Path, *extra: str) -> subprocess.Complet
                            *extra, url], capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    return small_run(tmp_path_factory.mktemp("browser") / "run", trials=32)
-
-
-def test_report_renders_in_chromium_without_errors(run_dir, tmp_path):
-    exe = chromium()
-    html = (run_dir / "report.html").read_text()
+def _rendered(exe: str, html: str, tmp_path: Path) -> str:
+    """The DOM of the page ``html`` as Chromium renders it, its console captured (CAPTURE): asserts that the
+    page loaded, the capture ran and no error reached the console."""
     page = tmp_path / "page.html"
     page.write_text(html.replace("<head>", "<head>" + CAPTURE, 1))
     proc = browse(exe, page.as_uri(), tmp_path / "profile", "--dump-dom")
@@ -60,6 +55,17 @@ def test_report_renders_in_chromium_without_errors(run_dir, tmp_path):
     console = re.search(r'<pre id="__console">(.*?)</pre>', dom, flags=re.DOTALL).group(1)
     assert console == "", f"console errors: {console}"
     assert "Uncaught" not in proc.stderr, proc.stderr[-2000:]
+    return dom
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return small_run(tmp_path_factory.mktemp("browser") / "run", trials=32)
+
+
+def test_report_renders_in_chromium_without_errors(run_dir, tmp_path):
+    exe = chromium()
+    dom = _rendered(exe, (run_dir / "report.html").read_text(), tmp_path)
     front = pd.read_parquet(run_dir / "pareto.parquet")
     assert len(re.findall(r'<circle class="front"', dom)) == len(front)
     assert len(re.findall(r'<tr class="front-row">', dom)) == len(front)
@@ -164,15 +170,10 @@ def test_serving_report_in_chromium(serving_dir, tmp_path):
 
     exe = chromium()
     html = (serving_dir / "report.html").read_text()
-    page = tmp_path / "page.html"
-    page.write_text(html.replace("<head>", "<head>" + CAPTURE, 1))
-    proc = browse(exe, page.as_uri(), tmp_path / "profile", "--dump-dom")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    console = re.search(r'<pre id="__console">(.*?)</pre>', proc.stdout, flags=re.DOTALL).group(1)
-    assert console == "", f"console errors: {console}"
+    dom = _rendered(exe, html, tmp_path)
     designs = len(load_run(serving_dir).trials)
     for key in ("throughput", "cost"):
-        figure = re.search(rf'<figure class="view" id="view-{key}">(.*?)</figure>', proc.stdout, flags=re.DOTALL)
+        figure = re.search(rf'<figure class="view" id="view-{key}">(.*?)</figure>', dom, flags=re.DOTALL)
         assert figure, f"no {key} picture in the DOM"
         assert figure.group(1).count("<circle ") == designs and '<circle class="front"' in figure.group(1)
     got = _checks(exe, html, tmp_path)

@@ -5,6 +5,7 @@ as its rows one at a time."""
 
 import itertools
 
+import conformance
 import numpy as np
 import pytest
 
@@ -35,33 +36,13 @@ def _table():
 @pytest.fixture(scope="module")
 def stages():
     _, cols = prepare_serving(_table())
-    cal = ServingCalibration.load()
-    seen, work = [], {k: np.array(v) for k, v in cols.items()}
-    for model in SERVING_MODELS:
-        seen.append((model, {k: np.array(v) for k, v in work.items()}))
-        work.update(model(work, cal))
-    return seen
+    return conformance.stages(SERVING_MODELS, {k: np.array(v) for k, v in cols.items()}, ServingCalibration.load())
 
 
 @pytest.mark.parametrize("index", range(len(SERVING_MODELS)), ids=[type(m).__name__ for m in SERVING_MODELS])
 def test_module_conforms(stages, index):
     model, work = stages[index]
-    cal = ServingCalibration.load()
-    only_required = {k: work[k] for k in model.requires}
-    before = {k: v.copy() for k, v in only_required.items()}
-    for v in only_required.values():
-        v.flags.writeable = False  # a write to an input raises
-    out = model(only_required, cal)  # reading an undeclared column raises KeyError; __call__ checks the outputs
-    n = len(work["n_gpus"])
-    for k, v in out.items():
-        assert np.shape(v) == (n,), k
-        assert np.asarray(v).dtype.kind in "fb", k
-    for k, v in before.items():
-        np.testing.assert_array_equal(only_required[k], v)
-    for i in range(0, n, 37):  # batch == row by row
-        single = model({k: v[i:i + 1] for k, v in only_required.items()}, cal)
-        for k in out:
-            np.testing.assert_allclose(single[k], np.asarray(out[k])[i:i + 1], rtol=1e-9, equal_nan=True, err_msg=k)
+    conformance.check_conforms(model, work, ServingCalibration.load(), every=37, rtol=1e-9)
 
 
 def test_every_serving_row_is_a_number_or_infeasible(stages):

@@ -13,14 +13,13 @@ each, so that memory stays bounded however long the table is.
 from __future__ import annotations
 
 import difflib
-import itertools
 import sys
 
 import numpy as np
 
 import objectives
 from dse.errors import UserError, did_you_mean
-from dse.tables import describe_input_error, read_columns, write_slices, write_table
+from dse.tables import read_columns, write_evaluated
 from objectives.mapping import blank_cells
 
 __all__ = ["add_parser", "run", "SLICE_ROWS"]
@@ -112,31 +111,17 @@ def run(args) -> int:
     outputs = None if names is None else [*names, "feasible"]
     feasible = 0
 
-    def evaluated(lo: int, hi: int) -> dict[str, np.ndarray]:
-        """The evaluation of rows lo..hi; an input error names its row in the whole table."""
+    def evaluated(part: dict[str, np.ndarray], lo: int, hi: int) -> dict[str, np.ndarray]:
+        """The evaluation of rows lo..hi (``part``)."""
         nonlocal feasible
-        part = cols if (lo, hi) == (0, n) else {k: v[lo:hi] for k, v in cols.items()}
-        try:
-            out = objectives.search_mapping(part, outputs=outputs, check_rows=complete[lo:hi], cal=cal)
-        except objectives.InputError as exc:
-            if exc.row is not None:
-                exc.row += lo
-            raise describe_input_error(exc, args.input) from None
+        out = objectives.search_mapping(part, outputs=outputs, check_rows=complete[lo:hi], cal=cal)
         if names is not None and lo == 0:  # the columns depend on which the table has, not on its rows
             _check_names(names, list(out))
         feasible += int(np.sum(out["feasible"]))
         return out
 
-    metadata = {"dse.units": repr(objectives.METRICS)}
-    if str(args.out).lower().endswith(".csv"):
-        out = evaluated(0, n)
-        write_table(out, args.out, metadata=metadata, names=names)
-        width = len(names or out)
-    else:
-        slices = (evaluated(lo, min(lo + SLICE_ROWS, n)) for lo in range(0, n, SLICE_ROWS))
-        first = next(slices)
-        width = len(names or first)
-        write_slices(itertools.chain((first,), slices), args.out, metadata=metadata, names=names)
+    width = write_evaluated(evaluated, cols, n, args.out, args.input, {"dse.units": repr(objectives.METRICS)}, names,
+                            SLICE_ROWS)
     _warn_unknown(cols, args.input)  # after the table was accepted: a bad table's answer stays one line
     print(f"wrote {args.out}: {n} designs, {feasible} feasible, {width} columns")
     return 0

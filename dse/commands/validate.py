@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from dse.errors import UserError
-from dse.tables import describe_input_error, display_path, read_table, write_table
+from dse.tables import describe_input_error, display_path, read_runs, write_table
 from objectives import InputError
 
 __all__ = ["add_parser", "run"]
@@ -53,15 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     cal = load_calibration(getattr(args, "calibration", None))
     path = args.csv or str(RUNS_PATH)
-    runs = read_table(path)
-    missing = [c for c in REQUIRED if c not in runs.columns]
-    if missing:
-        raise UserError(f"missing column(s) {', '.join(missing)}; a runs table needs design-table columns plus "
-                        f"{', '.join(REQUIRED)}", where=path)
-    if "include" in runs.columns:
-        runs = runs[runs["include"] == 1].reset_index(drop=True)
-    if runs.empty:
-        raise UserError("has no included runs", where=path)
+    runs = read_runs(path, REQUIRED)
     try:
         result = predict(runs, cal)
     except InputError as exc:

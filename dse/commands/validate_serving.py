@@ -11,8 +11,7 @@ held-out residuals (objectives/catalog/serving_loso_residuals.csv; objectives/se
 
 from __future__ import annotations
 
-from dse.errors import UserError
-from dse.tables import describe_input_error, display_path, read_table, write_table
+from dse.tables import describe_input_error, display_path, read_runs, write_table
 from objectives import InputError
 
 __all__ = ["run_serving"]
@@ -28,15 +27,7 @@ def run_serving(args) -> int:
     from objectives.serving.validation import RUNS_PATH, predict, summarize  # pandas: only this command
 
     path = args.csv or str(RUNS_PATH)
-    runs = read_table(path)
-    missing = [c for c in REQUIRED if c not in runs.columns]
-    if missing:
-        raise UserError(f"missing column(s) {', '.join(missing)}; a serving runs table needs serving design-table "
-                        f"columns plus {', '.join(REQUIRED)}", where=path)
-    if "include" in runs.columns:
-        runs = runs[runs["include"] == 1].reset_index(drop=True)
-    if runs.empty:
-        raise UserError("has no included runs", where=path)
+    runs = read_runs(path, REQUIRED, "serving ")
     try:
         result = predict(runs)
     except InputError as exc:

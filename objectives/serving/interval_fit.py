@@ -37,14 +37,14 @@ other engine alone.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 import numpy as np
 import pandas as pd
 
-from objectives.interval_fit import _weighted_quantile, write_params
+from objectives import interval_derivation
+from objectives.interval_derivation import FLOOR, RIDGE, equal_source_weights, fit_log_scale, weighted_quantile, write_params
 from objectives.intervals import GENERATIONS
 from objectives.intervals import INTERVAL_PATH as TRAINING_INTERVALS
 from objectives.serving.engines import ENGINES
@@ -52,11 +52,8 @@ from objectives.serving.heldout import RESIDUALS_PATH, read_residuals
 from objectives.serving.intervals import FEATURES, INTERVAL_PATH, LEVEL, feature_octaves, log_sigma, range_distance
 from objectives.table import CATEGORIES
 
-__all__ = ["RIDGE", "columns", "ground_of", "heldout_distances", "fit_scale", "derive", "bands", "nested",
+__all__ = ["RIDGE", "columns", "ground_of", "heldout_distances", "fit_scale", "derive", "write_params", "bands", "nested",
            "coverage", "coverage_text", "main"]
-
-RIDGE = 1.0
-_FLOOR = 2e-3  # |log ratio| below this counts as this in the likelihood
 
 
 def columns(res: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -96,36 +93,13 @@ def heldout_distances(res: pd.DataFrame, by: str = "group") -> np.ndarray:
     return dist
 
 
-def _weights(res: pd.DataFrame) -> np.ndarray:
-    """Every source weighing 1."""
-    return 1.0 / res["source"].map(res["source"].value_counts()).to_numpy(dtype=np.float64)
-
-
 def fit_scale(res: pd.DataFrame, dist: np.ndarray, ridge: float = RIDGE) -> dict:
-    """Step 2 of the derivation (module doc): Newton's method on the Laplace likelihood."""
+    """Step 2 of the derivation (module doc): objectives.interval_derivation.fit_log_scale."""
     c = columns(res)
     x = np.column_stack([np.ones(len(res)), np.eye(len(ENGINES))[c["engine"].astype(int)], c["moe"], c["attn_dp_on"],
                          dist])
-    a = np.maximum(np.abs(res["log_ratio"].to_numpy(dtype=np.float64)), _FLOOR)
-    w = _weights(res)
-    prior = np.full(x.shape[1], ridge)
-    prior[0] = prior[-1] = 0.0  # the intercept and kappa are free
-    free = np.ones(x.shape[1], dtype=bool)
-    theta = np.zeros(x.shape[1])
-    theta[0] = np.log(np.sum(w * a) / np.sum(w))
-    for _ in range(2):  # a second pass with kappa held at 0 if the first wants it negative
-        for _ in range(100):
-            u = a * np.exp(-(x @ theta))  # Laplace NLL per weight: eta + |r| e^-eta
-            grad = x.T @ (w * (1.0 - u)) + prior * theta
-            hess = (x * (w * u)[:, None]).T @ x + np.diag(prior)
-            step = np.zeros_like(theta)
-            step[free] = np.linalg.solve(hess[np.ix_(free, free)], grad[free])
-            theta -= step
-            if np.max(np.abs(step)) < 1e-10:
-                break
-        if theta[-1] >= 0.0:
-            break
-        free[-1], theta[-1] = False, 0.0
+    a = np.maximum(np.abs(res["log_ratio"].to_numpy(dtype=np.float64)), FLOOR)
+    theta = fit_log_scale(x, a, equal_source_weights(res), ridge)
     k = len(ENGINES)
     return {"intercept": float(theta[0]), "engine": [float(t) for t in theta[1:1 + k]], "moe": float(theta[1 + k]),
             "attn_dp": float(theta[2 + k]), "kappa": float(theta[-1]), "d_cap": float(np.max(dist)), "unvalidated": 0.0,
@@ -152,8 +126,8 @@ def _unvalidated(res: pd.DataFrame, params: dict, dist_engine: np.ndarray) -> fl
     r = res["log_ratio_engine_out"].to_numpy(dtype=np.float64)
     ok = np.isfinite(r)
     sigma = _sigma(res[ok].reset_index(drop=True), params, dist_engine[ok], pool_engine=True)
-    w = _weights(res[ok])
-    return float(np.log(np.sum(w * np.maximum(np.abs(r[ok]), _FLOOR) / sigma) / np.sum(w)))
+    w = equal_source_weights(res[ok])
+    return float(np.log(np.sum(w * np.maximum(np.abs(r[ok]), FLOOR) / sigma) / np.sum(w)))
 
 
 def derive(res: pd.DataFrame, command: str = "", dist_engine: np.ndarray | None = None) -> dict:
@@ -167,15 +141,15 @@ def derive(res: pd.DataFrame, command: str = "", dist_engine: np.ndarray | None 
         dist_engine = heldout_distances(res, by="engine")
     scale["unvalidated"] = _unvalidated(res, params, dist_engine) if dist_engine is not None else 0.0
     sigma = _sigma(res, params, dist)
-    w = _weights(res)
+    w = equal_source_weights(res)
     lo, hi = (1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0
     z = res["log_ratio"].to_numpy(dtype=np.float64) / sigma
-    params["quantile"] = {"lo": _weighted_quantile(z, w, lo), "hi": _weighted_quantile(z, w, hi)}
+    params["quantile"] = {"lo": weighted_quantile(z, w, lo), "hi": weighted_quantile(z, w, hi)}
     online = (res["scenario"] == "online").to_numpy()
     for key in ("tpot", "ttft"):
         r = res[f"log_ratio_{key}"].to_numpy(dtype=np.float64)
         ok = online & np.isfinite(r)
-        q = _weighted_quantile(np.abs(r[ok]) / sigma[ok], w[ok], LEVEL) if ok.any() else float("nan")
+        q = weighted_quantile(np.abs(r[ok]) / sigma[ok], w[ok], LEVEL) if ok.any() else float("nan")
         params["quantile"][f"{key}_lo"], params["quantile"][f"{key}_hi"] = -q, q
     validated = set(res["engine"])
     params.update({
@@ -278,18 +252,9 @@ def coverage_text(res: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m objectives.serving.interval_fit", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--residuals", default=str(RESIDUALS_PATH))
-    ap.add_argument("--out", default=str(INTERVAL_PATH))
-    args = ap.parse_args(argv)
-    res = read_residuals(args.residuals)
-    with open(args.residuals) as fh:
-        command = fh.readline().partition("`")[2].partition("`")[0]
-    write_params(derive(res, command=command), args.out)
-    print(coverage_text(res))
-    print(f"wrote {args.out}")
-    return 0
+    return interval_derivation.main(argv, prog="python -m objectives.serving.interval_fit", doc=__doc__,
+                                    residuals=RESIDUALS_PATH, out=INTERVAL_PATH, read_residuals=read_residuals,
+                                    derive=derive, coverage_text=coverage_text)
 
 
 if __name__ == "__main__":

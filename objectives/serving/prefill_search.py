@@ -27,10 +27,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from objectives.mapping import blank_cells
+from objectives.serving.candidates import given_cells, layout_ok, search_candidates, with_given
 from objectives.serving.disaggregated import PREFILL_MAPPING
-from objectives.serving.evaluate import SERVING_PERFORMANCE_MODELS, run_serving
-from objectives.table import Columns, is_constant
+from objectives.table import Columns
 
 __all__ = ["PREFILL_COLUMNS", "PREFILL_GPU_CHOICES", "prefill_open", "search_prefill"]
 
@@ -43,13 +42,7 @@ BLOCK_CANDIDATES = 1 << 14
 
 def prefill_open(user: Mapping[str, np.ndarray], n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """(each prefill column's given values, NaN where blank or absent; the disaggregated rows leaving one open)."""
-    given = {}
-    for c in PREFILL_COLUMNS:
-        values = np.full(n, np.nan)
-        if c in user:
-            blank = blank_cells(user[c])
-            values[~blank] = np.asarray(user[c])[~blank].astype(np.float64)
-        given[c] = values
+    given = given_cells(user, PREFILL_COLUMNS, n)
     serving = np.broadcast_to(np.asarray(user.get("serving", "aggregated"), dtype=object), (n,))
     disaggregated = np.asarray(serving == "disaggregated", dtype=bool)
     return given, disaggregated & np.any([np.isnan(v) for v in given.values()], axis=0)
@@ -65,15 +58,8 @@ def _grid(choices: Mapping[str, tuple], sizes: tuple) -> np.ndarray:
 def _valid(floats: Columns, given: dict[str, np.ndarray], grid: np.ndarray) -> np.ndarray:
     """(rows, k) mask of the prefill candidates each row may run (module doc)."""
     n, tp, pp, ep, adp = (grid[:, i][None, :] for i in range(5))
-    moe = (floats["moe_experts"] > 0)[:, None]
     size = np.where(np.isnan(given["prefill_n_gpus"]), floats["n_gpus"], np.inf)[:, None]  # blank: <= the decode's
-    ok = (n <= size) & (tp <= np.maximum(floats["scaleup_size"], 1.0)[:, None])
-    ok &= np.where(moe, (np.mod(tp * adp, ep) == 0) & (np.mod(floats["moe_experts"][:, None], ep) == 0),
-                   (ep == 1) & (adp == 1))
-    for i, name in enumerate(PREFILL_COLUMNS):
-        cell = given[name][:, None]
-        ok &= np.isnan(cell) | (grid[:, i][None, :] == cell)
-    return ok
+    return (n <= size) & layout_ok(floats, given, PREFILL_COLUMNS, grid, tp, adp, ep)
 
 
 def search_prefill(floats: Columns, rows: np.ndarray, given: dict[str, np.ndarray], choices: Mapping[str, tuple],
@@ -81,31 +67,10 @@ def search_prefill(floats: Columns, rows: np.ndarray, given: dict[str, np.ndarra
     """(the chosen prefill mapping of each of ``rows``, (len(rows), 5) in PREFILL_COLUMNS order, NaN where no
     candidate is valid; candidates tried per row). ``floats``: the prepared table, its decode mapping fixed;
     ``best_of(rows, out)`` the winner of each row among the evaluated candidates (objectives.serving.search)."""
-    def with_given(values, name):  # the choices and every value a row gives
-        cells = given[name].take(rows)
-        return tuple(sorted(set(values) | set(np.unique(cells[~np.isnan(cells)]).tolist())))
-
-    grid = _grid({c: with_given(choices[c], f"prefill_{c}") for c in ("tp", "pp", "ep", "attn_dp")},
-                 with_given(PREFILL_GPU_CHOICES, "prefill_n_gpus"))
-    chosen = np.full((len(rows), 5), np.nan)
-    tried = np.zeros(len(rows))
-    step = max(1, BLOCK_CANDIDATES // max(len(grid) // 8, 1))
-    for lo in range(0, len(rows), step):
-        at = rows[lo:lo + step]
-        part = {k: (np.broadcast_to(v[:1], (len(at),)) if is_constant(v) else v.take(at)) for k, v in floats.items()}
-        ok = _valid(part, {c: g.take(at) for c, g in given.items()}, grid)
-        which, cands = np.nonzero(ok)
-        tried[lo:lo + len(at)] = ok.sum(axis=1)
-        if not len(which):
-            continue
-        expanded = {k: np.broadcast_to(v[:1], (len(which),)) if is_constant(v) else v.take(which) for k, v in part.items()}
-        for i, c in enumerate(PREFILL_COLUMNS):
-            expanded[c] = grid[cands, i]
-        # the decode instance's concurrency, blank in the row, is resolved again for each candidate
-        out = run_serving(expanded, cal, SERVING_PERFORMANCE_MODELS)
-        win = best_of(which, out)
-        chosen[lo + which[win]] = grid[cands[win]]
-    return chosen, tried
+    grid = _grid({c: with_given(choices[c], given[f"prefill_{c}"].take(rows)) for c in ("tp", "pp", "ep", "attn_dp")},
+                 with_given(PREFILL_GPU_CHOICES, given["prefill_n_gpus"].take(rows)))
+    # the decode instance's concurrency, blank in the row, is resolved again for each candidate
+    return search_candidates(floats, rows, given, PREFILL_COLUMNS, grid, _valid, best_of, cal, BLOCK_CANDIDATES)
 
 
 assert tuple(PREFILL_MAPPING) == PREFILL_COLUMNS

@@ -22,12 +22,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from objectives.mapping import blank_cells
+from objectives.serving.candidates import given_cells, layout_ok, search_candidates, with_given
 from objectives.serving.engines import ServingCalibration
-from objectives.serving.evaluate import SERVING_PERFORMANCE_MODELS, evaluate_serving, run_serving
+from objectives.serving.evaluate import evaluate_serving
 from objectives.serving.prefill_search import PREFILL_COLUMNS, prefill_open, search_prefill
 from objectives.serving.prepare import prepare_serving
-from objectives.table import Columns, as_columns, is_constant
+from objectives.table import Columns, as_columns
 
 __all__ = ["SERVING_MAPPING_COLUMNS", "SERVING_CHOICES", "search_serving", "SEARCH_LOST"]
 
@@ -52,18 +52,11 @@ def _grid(choices: Mapping[str, tuple]) -> np.ndarray:
 def _valid(floats: Columns, given: dict[str, np.ndarray], grid: np.ndarray) -> np.ndarray:
     """(rows, k) mask of the candidates each row may run (module doc)."""
     tp, pp, ep, adp = (grid[:, i][None, :] for i in range(4))
-    n = floats["n_gpus"][:, None]
-    moe = (floats["moe_experts"] > 0)[:, None]
-    ok = (tp * adp * pp == n) & (tp <= np.maximum(floats["scaleup_size"], 1.0)[:, None])
-    ok &= np.where(moe, (np.mod(tp * adp, ep) == 0) & (np.mod(floats["moe_experts"][:, None], ep) == 0),
-                   (ep == 1) & (adp == 1))
-    for i, name in enumerate(SERVING_MAPPING_COLUMNS):
-        cell = given[name][:, None]
-        ok &= np.isnan(cell) | (grid[:, i][None, :] == cell)
-    return ok
+    return (tp * adp * pp == floats["n_gpus"][:, None]) & layout_ok(floats, given, SERVING_MAPPING_COLUMNS, grid, tp,
+                                                                     adp, ep)
 
 
-def _best(rows: np.ndarray, out: Columns, n: int) -> np.ndarray:
+def _best(rows: np.ndarray, out: Columns) -> np.ndarray:
     """Index (into the candidates) of each row's winner: feasible first, most output tokens/s per GPU, the
     shorter TTFT; else the least violating."""
     feasible = np.asarray(out["feasible"], dtype=bool)
@@ -79,13 +72,7 @@ def _best(rows: np.ndarray, out: Columns, n: int) -> np.ndarray:
 
 def _given(user: Columns, n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """(each mapping column's given values, NaN where blank or absent; rows giving every cell)."""
-    given = {}
-    for c in SERVING_MAPPING_COLUMNS:
-        values = np.full(n, np.nan)
-        if c in user:
-            blank = blank_cells(user[c])
-            values[~blank] = np.asarray(user[c])[~blank].astype(np.float64)
-        given[c] = values
+    given = given_cells(user, SERVING_MAPPING_COLUMNS, n)
     return given, ~np.any([np.isnan(v) for v in given.values()], axis=0)
 
 
@@ -104,8 +91,7 @@ def search_serving(table: Mapping[str, object], choices: Mapping[str, tuple] | N
         out["n_mappings_tried"] = np.ones(n)
         out["n_prefill_mappings_tried"] = np.ones(n)
         return out
-    options = {c: tuple(sorted(set((choices or SERVING_CHOICES).get(c, SERVING_CHOICES[c]))
-                               | set(np.unique(given[c][~np.isnan(given[c])]).tolist())))
+    options = {c: with_given((choices or SERVING_CHOICES).get(c, SERVING_CHOICES[c]), given[c])
                for c in SERVING_MAPPING_COLUMNS}
     # a prefill pool left partly open is blank (the decode instance's) until searched, for the boundary's checks
     open_prefill = {c: np.where(prefill_rows, np.nan, v) for c, v in prefill_given.items()}
@@ -115,8 +101,7 @@ def search_serving(table: Mapping[str, object], choices: Mapping[str, tuple] | N
     if prefill_rows.any():
         _, floats = prepare_serving({**decided, **open_prefill})
         rows = np.flatnonzero(prefill_rows & ~lost)
-        picked, prefill_tried[rows] = search_prefill(floats, rows, prefill_given, options, lambda r, o: _best(r, o, 0),
-                                                     cal)
+        picked, prefill_tried[rows] = search_prefill(floats, rows, prefill_given, options, _best, cal)
         for i, c in enumerate(PREFILL_COLUMNS):
             column = open_prefill[c].copy()
             found = ~np.isnan(picked[:, 0])
@@ -144,25 +129,9 @@ def _search_decode(table, user: Columns, n: int, given: dict[str, np.ndarray], c
     # placeholders that make the instance, for the boundary's checks and the catalog (replaced below)
     placeholder = {**table, "tp": np.asarray(user["n_gpus"]), "pp": 1.0, "ep": 1.0, "attn_dp": 1.0}
     _, floats = prepare_serving(placeholder)
-    grid = _grid(options)
     todo = np.flatnonzero(~complete)
-    step = max(1, BLOCK_CANDIDATES // max(len(grid) // 8, 1))
-    for lo in range(0, len(todo), step):
-        at = todo[lo:lo + step]
-        part = {k: (np.broadcast_to(v[:1], (len(at),)) if is_constant(v) else v.take(at)) for k, v in floats.items()}
-        ok = _valid(part, {c: g.take(at) for c, g in given.items()}, grid)
-        rows, cands = np.nonzero(ok)
-        tried[at] = ok.sum(axis=1)
-        chosen[at] = np.nan
-        if not len(rows):
-            continue
-        expanded = {k: (v if is_constant(v) else v.take(rows)) if len(v) == len(at) else v for k, v in part.items()}
-        expanded = {k: np.broadcast_to(v[:1], (len(rows),)) if is_constant(v) else v for k, v in expanded.items()}
-        for i, c in enumerate(SERVING_MAPPING_COLUMNS):
-            expanded[c] = grid[cands, i]
-        out = run_serving(expanded, cal, SERVING_PERFORMANCE_MODELS)
-        win = _best(rows, out, len(at))
-        chosen[at[rows[win]]] = grid[cands[win]]
+    chosen[todo], tried[todo] = search_candidates(floats, todo, given, SERVING_MAPPING_COLUMNS, _grid(options), _valid,
+                                                  _best, cal, BLOCK_CANDIDATES)
     lost = np.isnan(chosen[:, 0])
     fill = np.column_stack([np.asarray(floats["n_gpus"], dtype=np.float64), np.ones(n), np.ones(n), np.ones(n)])
     return np.where(lost[:, None], fill, chosen), tried, lost
