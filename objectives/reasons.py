@@ -4,7 +4,8 @@
 first constraint broken in this order: a rented design without a published price at its pricing
 (``con_price``) or larger than its instance's advertised cluster (``con_rental_gpus``, objectives.rental),
 a mapping search with no candidate left (``search_lost_rule``), a layout or schedule rule (``layout_rule``,
-:mod:`objectives.divisibility`), tensor cores for the precision, memory. Text is formatted once per
+:mod:`objectives.divisibility`), tensor cores for the precision, memory, a spot job preempted faster than it
+recovers (``con_preempt``, objectives.reliability). Text is formatted once per
 distinct value, never per row in the model.
 """
 
@@ -25,7 +26,9 @@ LOST_RULE = "search_lost_rule"
 #: the model outputs :func:`infeasible_reason` reads (besides the inputs and the mapping)
 REASON_COLUMNS = frozenset({"feasible", "con_layout", "layout_rule", "con_precision", "con_memory", "hbm_used_gb",
                             "hbm_usable_gb", "layers_per_stage", "layers_first_stage", "layers_last_stage", "dp",
-                            "n_microbatches", "etp", "con_price", "con_rental_gpus"})
+                            "n_microbatches", "etp", "con_price", "con_rental_gpus", "con_preempt",
+                            "job_mtbp_h", "restart_s", "ckpt_lag_s", "instance_gpus", "server_gpus",
+                            "spot_reacquire_s"})
 
 
 def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -72,8 +75,35 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
         out[memory] = join_text(["memory: ", number_text(col("hbm_used_gb")[memory], ".1f"), " GB needed, ",
                                  number_text(col("hbm_usable_gb")[memory], ".1f"), " GB usable"], int(memory.sum()))
     todo &= ~memory
+    spot = todo & (col("con_preempt") > 0)
+    if spot.any():
+        out[spot] = _spot_reasons(col, spot)
+    todo &= ~spot
     out[todo] = "model: a metric is not a number (an override out of range?)"
     return out
+
+
+def _spot_reasons(col, rows: np.ndarray) -> np.ndarray:
+    """'spot: 504 nodes, the job preempted every 41 s on average, sooner than the 1.9 h it takes to recover
+    (re-acquire 1.7 h, restart and rework 10 min): most recoveries are cut short' (objectives.reliability,
+    con_preempt: a recovery finishes untouched with probability below 1/e)."""
+    node_gpus = np.where(np.isnan(col("instance_gpus")), col("server_gpus"), col("instance_gpus"))[rows]
+    back = col("spot_reacquire_s")[rows]
+    restart = col("restart_s")[rows] + col("ckpt_lag_s")[rows]
+    return join_text(["spot: ", number_text(col("n_gpus")[rows] / node_gpus, ",.0f"), " nodes, the job preempted every ",
+                      duration_text(col("job_mtbp_h")[rows] * 3600.0), " on average, sooner than the ",
+                      duration_text(back + restart), " it takes to recover (re-acquire ", duration_text(back),
+                      ", restart and rework ", duration_text(restart), "): most recoveries are cut short"], int(rows.sum()))
+
+
+def duration_text(seconds: np.ndarray) -> np.ndarray:
+    """Seconds as '41 s', '25 min' or '1.9 h' (the unit by size), formatted once per distinct value."""
+    s = np.asarray(seconds, dtype=np.float64)
+    minutes, hours = s < 7200.0, s >= 7200.0
+    value = np.where(hours, s / 3600.0, np.where(minutes & (s >= 120.0), s / 60.0, s))
+    unit = np.where(hours, " h", np.where(s >= 120.0, " min", " s")).astype(object)
+    text = np.where(hours, number_text(value, ",.1f"), number_text(value, ",.0f"))
+    return text.astype(object) + unit
 
 
 def _labels(name: str, codes: np.ndarray) -> np.ndarray:

@@ -35,6 +35,16 @@ checkpoint interval held at the central figure's; objectives.intervals widens th
 them. Where lp D >> 1 (a fleet whose nodes are preempted faster than it gets them back) the job is almost
 never whole and the goodput falls as e^(-lp D): the traces' own fleets were whole 21% of the time (32 nodes,
 X22).
+
+A spot job that is preempted faster than it recovers is infeasible (``con_preempt``). In Daly's E the factor
+e^(R/M) is the expected number of tries a restart of R seconds takes under exponential interruptions of mean
+M (each try finishes with probability e^(-R/M)); its preemption share, x = lp (R + lag + D), is the number of
+preemptions expected during one recovery (restart, the lag's rework, re-acquisition). At x >= 1 the job's
+mean time between preemptions, 1 / lp, is no longer than one recovery: a recovery is more often cut short
+than finished (it finishes untouched with probability e^(-x) <= 1/e), each costs e^x tries, and the goodput,
+below e^(-x), falls to 1e-290 at a few thousand nodes. ``con_preempt`` = x - 1 (-1 on a row that is not
+preemptible); such a row's time_to_train_days (and n_interruptions) is NaN, not ideal / goodput: the model
+gives no run that does not progress a time, and its costs follow (NaN), as an unpriced rental's do.
 """
 
 from __future__ import annotations
@@ -63,7 +73,7 @@ class Reliability(Model):
         "n_gpus", "gpu_mtbi_h", "gpu_planned_mtbi_h", "restart_fixed_s", "ckpt_interval_s", "ckpt_stall_s",
         "ckpt_lag_s", "ckpt_read_s", "time_to_train_ideal_days", *PREEMPT_COLUMNS, "spot_preempt_mtbi_h_per_node",
         "spot_preempt_mtbi_h_per_node_lo", "spot_preempt_mtbi_h_per_node_hi", "spot_reacquire_s", "spot_reacquire_s_lo",
-        "spot_reacquire_s_hi",
+        "spot_reacquire_s_hi", "feasible",
     )
     provides = {
         "job_mtbf_h": "h; mean time between unexpected interruptions of the whole job",
@@ -82,6 +92,9 @@ class Reliability(Model):
         "goodput_preempt_max": "fraction; goodput at the preemption figures' best end (= goodput where not preemptible)",
         "time_to_train_days": "days; train_tokens including failures, restarts and checkpoints (ideal / goodput)",
         "n_interruptions": "count; interruptions expected over the run, planned ones and preemptions included",
+        "con_preempt": "preemptions; those expected during one recovery (restart, rework of the lag, re-acquiring the "
+                       "capacity) minus 1: > 0 where a spot job is preempted faster than it recovers (<= 0 feasible)",
+        "feasible": "bool; the mapping and the rental are feasible and a spot job recovers faster than it is preempted",
     }
 
     def compute(self, c, cal):
@@ -114,9 +127,11 @@ class Reliability(Model):
         total = terms[0] + terms[1] + terms[2] + terms[3] + terms[4]
         share = (1.0 - goodput) / np.where(total > 0, total, 1.0)
         mtti_h = 1.0 / (n / c["gpu_mtbi_h"] + n / c["gpu_planned_mtbi_h"] + preempt * SECONDS_PER_HOUR)
-        # a spot fleet that is never whole has a goodput near 0 (module doc): its days overflow to inf
+        # preemptions expected during one recovery, minus 1 (module doc): > 0, the run does not progress
+        con_preempt = preempt * (restart + lag + c["spot_reacquire_s"]) - 1.0
+        stuck = con_preempt > 0
         with np.errstate(divide="ignore", over="ignore"):
-            days = c["time_to_train_ideal_days"] / goodput
+            days = np.where(stuck, np.nan, c["time_to_train_ideal_days"] / goodput)
             mtbp_h = 1.0 / (preempt * SECONDS_PER_HOUR)
             interruptions = days * 24.0 / mtti_h
         return {
@@ -136,4 +151,6 @@ class Reliability(Model):
                                               c["spot_reacquire_s_lo"]),
             "time_to_train_days": days,
             "n_interruptions": interruptions,
+            "con_preempt": con_preempt,
+            "feasible": c["feasible"] & ~stuck,
         }

@@ -20,7 +20,8 @@ INTERNALS = PACKAGE / "study" / "internals.py"
 OPTUNA_PRIVATE = {"_storage", "_study_id", "_trial_id", "_thread_local", "_population_size", "_get_generation_key",
                   "_get_parent_cache_key_prefix", "_contains", "_cached_frozen_trial", "_get_trials", "_suggest",
                   "_validate", "_studies", "_get_trial", "_set_trial", "_check_study_id", "_max_trial_id",
-                  "_trial_id_to_study_id_and_number", "_update_cache", "_CONSTRAINTS_KEY", "_pop_waiting_trial_id"}
+                  "_trial_id_to_study_id_and_number", "_update_cache", "_CONSTRAINTS_KEY", "_pop_waiting_trial_id",
+                  "_all_grids", "_n_min_trials"}
 
 
 def modules() -> dict[str, Path]:

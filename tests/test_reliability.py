@@ -56,7 +56,7 @@ def _cols(**over):
              time_to_train_ideal_days=60.0, instance_gpus=8.0, server_gpus=8.0,
              **{k: DEFAULTS[k] for k in ("preemptible", *SPOT_FIELDS)})  # not preemptible (tests/test_spot.py)
     c.update(over)
-    return {k: np.atleast_1d(np.float64(v)) for k, v in c.items()}
+    return {k: np.atleast_1d(np.float64(v)) for k, v in c.items()} | {"feasible": np.array([True])}
 
 
 def test_goodput_and_time_to_train():

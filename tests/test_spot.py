@@ -29,7 +29,7 @@ def _cols(**over):
         c[f"spot_preempt_mtbi_h_per_node{end}"] = c["spot_preempt_mtbi_h_per_node"]
         c[f"spot_reacquire_s{end}"] = c["spot_reacquire_s"]
     c.update(over)
-    return {k: np.atleast_1d(np.float64(v)) for k, v in c.items()}
+    return {k: np.atleast_1d(np.float64(v)) for k, v in c.items()} | {"feasible": np.array([True])}
 
 
 def test_goodput_of_64_preemptible_nodes_by_hand():
@@ -102,25 +102,71 @@ def test_a_capacity_block_is_on_demand_physics_at_its_own_price():
 
 
 def test_preemptible_spot_never_trains_faster_than_on_demand():
-    """The same CoreWeave H100 design at spot and on demand: the spot row's time to train is never shorter,
-    and far longer from 64 GPUs up (8 nodes preempted every 5.76 / 8 = 0.72 h, each costing ~1.9 h back);
-    its checkpoint interval is shorter (Daly at the combined M) and its 80% interval wider."""
+    """The same CoreWeave H100 design at spot and on demand. From 64 GPUs up (8 nodes preempted every
+    5.76 / 8 = 0.72 h, each costing ~1.9 h back) the spot job is preempted faster than it recovers: infeasible
+    (con_preempt > 0), its goodput under half the on-demand row's, no time to train (NaN) and no cost; its
+    checkpoint interval is shorter (Daly at the combined M) and its goodput's range wide. On one node and on two
+    (Llama 3 8B) it trains, never faster than on demand, with a wider 80% interval."""
     for n in (512, 2048, 16384):
         od, sp = _design("coreweave-hgx-h100", "on_demand", n), _design("coreweave-hgx-h100", "spot", n)
         assert sp["preemptible"][0] == 1 and od["preemptible"][0] == 0
-        assert sp["time_to_train_days"][0] > 2 * od["time_to_train_days"][0], n
+        assert sp["con_preempt"][0] > 0 > od["con_preempt"][0] and not sp["feasible"][0], n
+        assert sp["goodput"][0] < 0.5 * od["goodput"][0], n
+        assert np.isnan(sp["time_to_train_days"][0]) and np.isnan(sp["run_cost_usd"][0]), n
         assert sp["ckpt_interval_s"][0] < od["ckpt_interval_s"][0], n
         assert sp["step_time_s"][0] == od["step_time_s"][0]  # preemption is no part of the step
-        spread_sp = sp["time_to_train_days_hi"][0] / sp["time_to_train_days_lo"][0]
-        spread_od = od["time_to_train_days_hi"][0] / od["time_to_train_days_lo"][0]
-        assert spread_sp > spread_od, n
-        assert sp["step_time_s_hi"][0] / sp["step_time_s_lo"][0] == pytest.approx(
-            od["step_time_s_hi"][0] / od["step_time_s_lo"][0])
+        spread_sp, spread_od = (r["goodput_preempt_max"][0] / r["goodput_preempt_min"][0] for r in (sp, od))
+        assert spread_sp > 1.0 == spread_od, n
         lost = sum(sp[k] for k in LOST)
         np.testing.assert_allclose(sp["goodput"] + lost, 1.0, rtol=1e-9)
-    small_od = _design("coreweave-hgx-h100", "on_demand", 8, global_batch=16, pp=1, zero_stage=3)
-    small_sp = _design("coreweave-hgx-h100", "spot", 8, global_batch=16, pp=1, zero_stage=3)
-    assert small_sp["time_to_train_days"][0] >= small_od["time_to_train_days"][0]
+    for n in (8, 16):
+        small = dict(model="llama3-8b", global_batch=16, tp=1, pp=1, zero_stage=3, train_tokens=1e12)
+        small_od = _design("coreweave-hgx-h100", "on_demand", n, **small)
+        small_sp = _design("coreweave-hgx-h100", "spot", n, **small)
+        assert small_sp["feasible"][0] and small_sp["con_preempt"][0] < 0, n
+        assert small_sp["time_to_train_days"][0] >= small_od["time_to_train_days"][0], n
+        spread_sp = small_sp["time_to_train_days_hi"][0] / small_sp["time_to_train_days_lo"][0]
+        spread_od = small_od["time_to_train_days_hi"][0] / small_od["time_to_train_days_lo"][0]
+        assert spread_sp > spread_od, n
+
+
+def test_a_spot_job_preempted_faster_than_it_recovers_is_infeasible():
+    """con_preempt = lp (R + lag + D) - 1, the preemptions expected during one recovery, minus 1. CoreWeave's
+    5.76 node-hours per preemption and 6,240 s to re-acquire (X21 X22), restart 600 + 47 s: on 3 nodes
+    lp = 3 / (5.76 x 3,600) = 1 / 6,912 s; with a 30 s lag x = 6,917 / 6,912 = 1.000723 (infeasible, no time
+    to train); with no lag 6,887 / 6,912 = 0.996383 (feasible: its goodput below e^-x = 0.3693); on 2 nodes
+    6,917 / 10,368 = 0.667149; not preemptible, -1."""
+    spot = {f: providers()["coreweave"][f] for f in catalog.SPOT_FIELDS}
+    assert spot["spot_preempt_mtbi_h_per_node"] == 5.76 and spot["spot_reacquire_s"] == 6240.0
+    cal = Calibration.load()
+    stuck = Reliability()(_cols(n_gpus=24.0, **spot), cal)
+    assert stuck["con_preempt"][0] == pytest.approx(6917 / 6912 - 1, rel=1e-9)
+    assert stuck["con_preempt"][0] == pytest.approx(7.234e-4, abs=1e-7)
+    assert not stuck["feasible"][0] and np.isnan(stuck["time_to_train_days"][0])
+    assert np.isnan(stuck["n_interruptions"][0]) and 0 < stuck["goodput"][0] < math.exp(-1.000723)
+    whole = Reliability()(_cols(n_gpus=24.0, ckpt_lag_s=0.0, **spot), cal)
+    assert whole["con_preempt"][0] == pytest.approx(0.996383 - 1, abs=1e-6) and whole["feasible"][0]
+    assert whole["goodput"][0] < math.exp(-0.996383)
+    assert whole["time_to_train_days"][0] == pytest.approx(60.0 / whole["goodput"][0], rel=1e-12)
+    two = Reliability()(_cols(n_gpus=16.0, **spot), cal)
+    assert two["con_preempt"][0] == pytest.approx(6917 / 10368 - 1, rel=1e-9) and two["feasible"][0]
+    owned = Reliability()(_cols(preemptible=0.0), cal)
+    assert owned["con_preempt"][0] == -1.0 and owned["feasible"][0]
+
+
+def test_the_reason_names_the_preemption_and_the_recovery():
+    """4 CoreWeave H100 nodes at spot: the job is preempted every 5.76 h / 4 = 86.4 min, sooner than the
+    6,240 s (104 min) re-acquisition plus the restart and the lag's rework (about 10 min): the reason says so,
+    and the row has no time to train and no run cost."""
+    out = _design("coreweave-hgx-h100", "spot", 32, model="llama3-8b", global_batch=32, tp=1, pp=1, zero_stage=3,
+                  train_tokens=1e12)
+    assert out["job_mtbp_h"][0] * 60 == pytest.approx(86.4)
+    recover = out["restart_s"][0] + out["ckpt_lag_s"][0]
+    assert 570 <= recover < 630 and round((6240 + recover) / 60) == 114
+    assert out["infeasible_reason"][0] == (
+        "spot: 4 nodes, the job preempted every 86 min on average, sooner than the 114 min it takes to recover "
+        "(re-acquire 104 min, restart and rework 10 min): most recoveries are cut short")
+    assert np.isnan(out["time_to_train_days"][0]) and np.isnan(out["run_cost_usd"][0])
 
 
 def test_the_checkpoint_interval_answers_the_preemption_rate():

@@ -6,6 +6,13 @@ design table (searched columns as arrays, fixed columns as scalars the model bro
 lists every value of every dimension for the exhaustive grid sampler, and :meth:`Space.grid_table` gives
 the whole grid as one design table (for an exact front without Optuna).
 
+A design is its canonical cells (:meth:`Space.canonical`): a space that searches ``instance`` beside
+``gpu``, ``network`` or ``pricing`` names one rented design under every ``gpu`` value (the model gives a
+renting row its instance's GPU and fabric, objectives.catalog.label_instances) and one owned design under
+every ``pricing``. The sweep scores the canonical design table, so the score cache (dse.sweep.cache) scores
+each design once and tells every trial that names it the shared result; the grid walks one point per
+canonical design (:meth:`Space.grid_points`), so its trials are distinct designs.
+
 Parameter names are the column names, except powers of two: ``n_gpus`` searched over ``{min: 1024,
 max: 16384, scale: pow2}`` is the integer parameter ``log2(n_gpus)`` from 10 to 14, so that the samplers
 see an ordered, evenly spaced dimension.
@@ -18,12 +25,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from optuna.distributions import BaseDistribution
 
 from dse.space.dimensions import distribution, grid_values, param_name
 from dse.spec import Dimension, Spec
 
-__all__ = ["Space"]
+__all__ = ["Space", "OVERRIDDEN"]
+
+#: columns the model overrides on some rows (objectives.catalog.label_instances): a renting row's gpu,
+#: network and cost mode are its instance's; an owned row has no pricing
+OVERRIDDEN = ("gpu", "network", "cost_mode", "pricing")
 
 
 class Space:
@@ -43,6 +55,10 @@ class Space:
         #: Optuna parameter name -> distribution, in the order of the space file
         self.distributions: dict[str, BaseDistribution] = {param_name(d): distribution(d) for d in self.searched}
         self._dims = {param_name(d): d for d in self.searched}
+        names = {d.name for d in self.searched}
+        #: the searched columns the model may override on a row (empty: every design table is canonical)
+        self.overridden = tuple(c for c in OVERRIDDEN if c in names) if "instance" in names else ()
+        self._points: list[dict[str, Any]] | None = None
 
     # -- the mapping level -------------------------------------------------------------------------
 
@@ -71,6 +87,20 @@ class Space:
             out[dim.name] = self._column(dim, [p[name] for p in params])
         return out
 
+    def canonical(self, table: Mapping[str, Any]) -> dict[str, Any]:
+        """The design table with each overridden searched cell the model's (a renting row's gpu its
+        instance's, an owned row's pricing blank), so that one design has one row. The fixed columns stay
+        as they are. Raises objectives.InputError for an instance the catalog does not have."""
+        if not self.overridden:
+            return dict(table)
+        from objectives.catalog import label_instances
+
+        labeled = label_instances(dict(table))
+        out = dict(table)
+        for c in self.overridden:
+            out[c] = np.asarray(labeled[c], dtype=object)
+        return out
+
     def _column(self, dim: Dimension, values: list) -> np.ndarray:
         if dim.kind == "pow2":
             return np.left_shift(1, np.asarray(values, dtype=np.int64))
@@ -95,14 +125,39 @@ class Space:
         """Parameter name -> every value, for ``optuna.samplers.GridSampler`` (ValueError if continuous)."""
         return {name: grid_values(dim) for name, dim in self._dims.items()}
 
+    def _product(self) -> list[dict[str, Any]]:
+        grid = self.grid()
+        return [dict(zip(grid, c)) for c in itertools.product(*grid.values())]
+
+    def grid_points(self) -> list[dict[str, Any]] | None:
+        """The parameters of one grid point per canonical design, in the order of the cartesian product;
+        None when every point is a design of its own. A design's point is the one whose cells are already
+        canonical where there is one (a rented H200 instance under ``gpu: h200-sxm``), else its first."""
+        if not self.overridden:
+            return None
+        if self._points is None:
+            self._points = self._canonical_points()
+        return self._points
+
+    def _canonical_points(self) -> list[dict[str, Any]]:
+        params = self._product()
+        table = self.table(params)
+        canon = self.canonical(table)
+        keys = pd.DataFrame({c: np.asarray(canon[c]).astype(str) for c in self.design_columns})
+        fixed = np.all([np.asarray(canon[c]).astype(str) == np.asarray(table[c]).astype(str)
+                        for c in self.overridden], axis=0)
+        order = np.lexsort((np.arange(len(params)), ~fixed))  # fixed points first, then product order
+        first = order[~keys.iloc[order].duplicated().to_numpy()]
+        return [params[i] for i in np.sort(first)]
+
     def grid_size(self) -> int:
-        """Number of designs on the grid (1 when nothing is searched)."""
+        """Number of distinct designs on the grid (1 when nothing is searched)."""
+        points = self.grid_points()
+        if points is not None:
+            return len(points)
         return int(np.prod([len(v) for v in self.grid().values()], dtype=np.int64)) if self._dims else 1
 
     def grid_table(self) -> dict[str, Any]:
-        """Every design of the grid as one design table (row order: the cartesian product)."""
-        grid = self.grid()
-        names = list(grid)
-        combos = list(itertools.product(*(grid[n] for n in names)))
-        params = [dict(zip(names, c)) for c in combos]
-        return self.table(params)
+        """Every design of the grid once, as one canonical design table (row order: the cartesian product)."""
+        points = self.grid_points()
+        return self.canonical(self.table(points if points is not None else self._product()))

@@ -29,6 +29,9 @@ here is what a study driven in whole batches needs and the public API does not g
   functions (``_fast_non_domination_rank`` of ``optuna.study._multi_objective``, ``_crowding_distance_sort``
   of ``optuna.samplers.nsgaii._elite_population_selection_strategy``), so that the batch sampler selects
   exactly as ``NSGAIISampler`` does.
+- :func:`restrict_grid` (``GridSampler._all_grids``, ``_n_min_trials``): a grid that walks only some points
+  of its cartesian product (one per distinct design, dse.space.Space.grid_points) in Optuna's seeded
+  order, so that trial ``k`` gets the ``k``-th of them as ``GridSampler`` gives trial ``k`` its ``k``-th point.
 - :data:`JournalOperation` (``optuna.storages.journal._storage``): the op codes of the journal's records,
   which the engine writes in the format ``JournalStorage`` reads.
 """
@@ -51,7 +54,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 __all__ = ["BatchInMemoryStorage", "copy_trial", "storage", "study_id", "trial_id", "forget_cached_trials",
            "constraint_key", "single_value", "generation_key", "parent_cache_key", "study_system_attrs",
-           "set_trial_system_attr", "fast_non_domination_rank", "crowding_distance_sort", "JournalOperation"]
+           "set_trial_system_attr", "fast_non_domination_rank", "crowding_distance_sort", "JournalOperation",
+           "restrict_grid"]
 
 #: NSGA-II's non-dominated sort with a constraint penalty (Deb et al. 2002, Sec. III-A and IV-A)
 fast_non_domination_rank = _fast_non_domination_rank
@@ -204,3 +208,12 @@ class BatchInMemoryStorage(InMemoryStorage):
                         self._update_cache(tid, sid)
             return finished
 
+
+
+def restrict_grid(sampler: optuna.samplers.GridSampler, names: Sequence[str], keep: set[tuple]) -> None:
+    """Make ``sampler`` walk only the points of its grid in ``keep`` (tuples of values in the order of
+    ``names``), in its seeded shuffle's order: trial ``k`` gets the ``k``-th kept point."""
+    order = sorted(names)  # GridSampler's order of a point's values
+    at = [order.index(n) for n in names]
+    sampler._all_grids = [g for g in sampler._all_grids if tuple(g[i] for i in at) in keep]
+    sampler._n_min_trials = len(sampler._all_grids)

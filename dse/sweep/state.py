@@ -137,7 +137,8 @@ class SweepState:
         self.asked += n
         b.times["ask"] = time.perf_counter() - t
         t = time.perf_counter()
-        table = self.space.table(b.params)
+        with model_errors(self.spec):  # one design, one row: a renting row's gpu its instance's (dse.space)
+            table = self.space.canonical(self.space.table(b.params))
         b.times["table"] = time.perf_counter() - t
         t = time.perf_counter()
 

@@ -52,5 +52,5 @@ def make_sampler(settings: SearchSettings, space: Space, batch_index: int,
     if settings.sampler == "random":
         return RandomSampler(seed=seed)
     if settings.sampler == "grid":
-        return BatchGridSampler(space.grid(), seed=settings.seed)
+        return BatchGridSampler(space.grid(), seed=settings.seed, points=space.grid_points())
     raise ValueError(f"unknown sampler {settings.sampler!r}")
