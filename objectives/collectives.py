@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["Tiers", "up_bw", "split_tiers", "spans_domains", "all_reduce_s", "reduce_scatter_s", "reduce_scatter_bw_s",
-           "all_gather_s", "all_to_all_s", "p2p_s", "ring_hop_s", "ring_latency_s"]
+           "all_gather_s", "all_to_all_s", "p2p_s", "ring_hop_s", "ring_latency_s", "all_reduce_terms",
+           "reduce_scatter_terms", "all_to_all_terms", "p2p_terms"]
 
 
 class Tiers:
@@ -75,17 +76,28 @@ def _depth(g: np.ndarray) -> np.ndarray:
 
 def all_reduce_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     """Hierarchical ring all-reduce time of ``nbytes`` per rank (0 for a group of one)."""
+    bw, lat = all_reduce_terms(nbytes, group, stride, tiers)
+    return bw + lat
+
+
+def all_reduce_terms(nbytes, group, stride, tiers: Tiers) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth term, latency term) of :func:`all_reduce_s`, which is their sum."""
     g_in, g_out = split_tiers(group, stride, tiers)
     bw = 2.0 * (g_in - 1.0) / g_in * nbytes / up_bw(g_in, tiers) + 2.0 * (g_out - 1.0) / g_out * (nbytes / g_in) / tiers.bw_out
-    lat = 2.0 * _depth(g_in) * tiers.lat_up + 2.0 * _depth(g_out) * tiers.lat_out
-    return bw + lat
+    return bw, 2.0 * _depth(g_in) * tiers.lat_up + 2.0 * _depth(g_out) * tiers.lat_out
 
 
 def reduce_scatter_s(nbytes, group, stride, tiers: Tiers, split=None) -> np.ndarray:
     """Reduce-scatter of ``nbytes`` per rank (input size): half an all-reduce's bandwidth, ring latency.
     ``split``: ``split_tiers(group, stride, tiers)``, where the caller has it already."""
+    bw, lat = reduce_scatter_terms(nbytes, group, stride, tiers, split)
+    return bw + lat
+
+
+def reduce_scatter_terms(nbytes, group, stride, tiers: Tiers, split=None) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth term, latency term) of :func:`reduce_scatter_s` (and of an all-gather), which is their sum."""
     split = split or split_tiers(group, stride, tiers)
-    return reduce_scatter_bw_s(nbytes, split, tiers) + ring_latency_s(group, stride, tiers, split)
+    return reduce_scatter_bw_s(nbytes, split, tiers), ring_latency_s(group, stride, tiers, split)
 
 
 def reduce_scatter_bw_s(nbytes, split, tiers: Tiers) -> np.ndarray:
@@ -109,11 +121,17 @@ def all_to_all_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     The share for peers in other domains leaves on the rank's NIC while the in-domain share crosses
     NVLink at the same time; the slower of the two sets the time.
     """
+    bw, lat = all_to_all_terms(nbytes, group, stride, tiers)
+    return bw + lat
+
+
+def all_to_all_terms(nbytes, group, stride, tiers: Tiers) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth term, latency term) of :func:`all_to_all_s`, which is their sum."""
     g_in, g_out = split_tiers(group, stride, tiers)
     inside = (g_in - 1.0) / group * nbytes / up_bw(g_in, tiers)
     outside = (group - g_in) / group * nbytes / tiers.bw_cross
     lat = (g_in > 1) * tiers.lat_up + (g_out > 1) * tiers.lat_out
-    return np.maximum(inside, outside) + lat * (group > 1)
+    return np.maximum(inside, outside), lat * (group > 1)
 
 
 def p2p_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
@@ -122,6 +140,13 @@ def p2p_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:
     the boundary that leaves it, through the leaf uplinks (stages are far apart in the fabric)."""
     inside = ~spans_domains(group, stride, tiers)
     return np.where(inside, nbytes / up_bw(2.0, tiers) + tiers.lat_up, nbytes / tiers.bw_cross + tiers.lat_out)
+
+
+def p2p_terms(nbytes, group, stride, tiers: Tiers) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth term, latency term) of :func:`p2p_s`, which is their sum."""
+    inside = ~spans_domains(group, stride, tiers)
+    return (np.where(inside, nbytes / up_bw(2.0, tiers), nbytes / tiers.bw_cross),
+            np.where(inside, tiers.lat_up, tiers.lat_out))
 
 
 def ring_hop_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:

@@ -167,7 +167,7 @@ class ServingBatching(Model):
             at_best = point(best)["requests_per_s"]
             replicas = np.where(by_rate & ~replicas_given, np.maximum(np.ceil(rate / at_best), 1.0), replicas)
         b = np.where(given, c["concurrency"], best)
-        saturated = np.zeros(np.shape(b), dtype=bool)
+        saturated = np.zeros((), dtype=bool)  # one value, broadcast: no row's rate is given
         if np.any(by_rate):
             share = rate / replicas  # each instance's requests per second
             saturated = by_rate & (point(cap)["requests_per_s"] < share)
@@ -176,7 +176,7 @@ class ServingBatching(Model):
         op = point(b)
         ratio, gpus = op.get("ratio", 0.0), op.get("gpus", c["n_gpus"])
         tokens = op["tokens_per_s"] * replicas
-        zero = np.zeros(np.shape(b))
+        zero = np.zeros(np.shape(b) if pools is not None else ())  # aggregated throughout: one value, broadcast
         slo = np.maximum(op["ttft"] / ttft_slo, op["tpot"] / tpot_slo) - 1.0
         return {
             "concurrency": b,

@@ -56,19 +56,41 @@ def run_serving(floats: Columns, cal: ServingCalibration | None = None,
             work.update(model.compute(work, cal))
         return {k: np.broadcast_to(v, (n,)) if np.ndim(v) == 0 or len(v) != n else v for k, v in work.items()}
     out: Columns = dict(floats)
-    columns: Columns = {}
+    columns: dict[str, np.ndarray] = {}
+    same: dict[str, np.ndarray] = {}  # outputs one value so far (a model gave a scalar or one-row column)
+    # which inputs are constant is known once: each chunk slices only the others
+    constant = {k: v[:1] for k, v in floats.items() if is_constant(v)}
+    varying = [(k, v) for k, v in floats.items() if k not in constant]
+    outputs = list(dict.fromkeys(k for model in models for k in model.provides))
     for lo in range(0, n, CHUNK_ROWS):
-        rows = min(CHUNK_ROWS, n - lo)
-        work = {k: v[:1] if is_constant(v) else v[lo:lo + rows] for k, v in floats.items()}
+        hi = min(lo + CHUNK_ROWS, n)
+        work = dict(constant)
+        work.update((k, v[lo:hi]) for k, v in varying)
         for model in models:
             work.update(model.compute(work, cal))
-        if not columns:  # the first chunk shows the outputs and their types
-            outputs = {k for model in models for k in model.provides}
-            columns = {k: np.empty(n, dtype=np.asarray(work[k]).dtype) for k in outputs}
-            out.update(columns)
-        for k, column in columns.items():
-            column[lo:lo + rows] = np.broadcast_to(work[k], (rows,))
+        for k in outputs:
+            value = np.asarray(work[k])
+            one = value.size == 1 or is_constant(value)
+            if k in same and one and _same_value(same[k], value):
+                continue  # a one-value output costs no column (nor its pages) while it keeps its value
+            if lo == 0 and one:
+                same[k] = value.reshape(-1)[:1]
+                continue
+            if k not in columns:  # the first chunk's type, as that of a column from the start
+                kept = same.pop(k, None)
+                columns[k] = np.empty(n, dtype=value.dtype if kept is None else kept.dtype)
+                if kept is not None:
+                    columns[k][:lo] = kept
+            columns[k][lo:hi] = value  # a one-value output broadcasts
+    out.update(columns)
+    out.update((k, np.broadcast_to(v.reshape(()), (n,))) for k, v in same.items())
     return out
+
+
+def _same_value(kept: np.ndarray, value: np.ndarray) -> bool:
+    """Whether a one-value output holds the value kept (bit for bit, NaN included) and its type."""
+    first = value.reshape(-1)[:1]
+    return first.dtype == kept.dtype and first.tobytes() == kept.tobytes()
 
 
 def evaluate_serving(table: Mapping[str, object], cal: ServingCalibration | None = None,

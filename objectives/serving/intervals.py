@@ -90,11 +90,16 @@ def range_distance(octaves: dict[str, np.ndarray], engine: np.ndarray, ground: d
     """Norm over the axes of each axis' distance (octaves) outside [lo, hi] of the row's engine (module doc);
     ``ground``: per axis, per engine code, [lo, hi]."""
     codes = as_codes(engine[:1] if is_constant(engine) else engine)
+    # the engines of these rows (every engine where a code is out of the table's range)
+    present = np.flatnonzero(np.bincount(codes)) if codes.min() >= 0 and codes.max() < len(next(iter(ground.values()))) \
+        else slice(None)
     total = 0.0
     for name, per_engine in ground.items():
         bounds = np.asarray(per_engine, dtype=np.float64)
-        lo, hi = bounds[:, 0].take(codes), bounds[:, 1].take(codes)
         v = octaves[name]
+        if v.min() >= bounds[present, 0].max() and v.max() <= bounds[present, 1].min():
+            continue  # every row inside every present engine's range: a gap of 0 (NaN fails both tests)
+        lo, hi = bounds[:, 0].take(codes), bounds[:, 1].take(codes)
         gap = v - np.minimum(np.maximum(v, lo), hi)
         total = total + gap * gap
     shape = np.broadcast_shapes(np.shape(engine), *(np.shape(v) for v in octaves.values()))

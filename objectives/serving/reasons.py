@@ -31,7 +31,7 @@ def coded_text(parts: list) -> np.ndarray:
         if isinstance(part, str):
             text += part
             continue
-        values, inverse = np.unique(np.asarray(part[0], dtype=np.float64), return_inverse=True)
+        values, inverse = _distinct(np.asarray(part[0], dtype=np.float64))
         how = part[1]
         shown = [how[int(v)] if isinstance(how, tuple) else format(v, how) for v in values]
         pieces.append([[text + t for t in shown], inverse.reshape(-1)])
@@ -42,6 +42,20 @@ def coded_text(parts: list) -> np.ndarray:
         column = np.array(strings, dtype=object).take(inverse)
         out = column if out is None else out + column
     return out
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` (NaNs one value, last) at a sort's cost instead of an
+    argsort's: the sorted distinct values, then each value's place among them (a binary search)."""
+    ordered = np.sort(values)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    known = ~np.isnan(ordered)
+    distinct = ordered[keep & known]
+    if not known.all():
+        distinct = np.append(distinct, np.nan)
+    return distinct, np.searchsorted(distinct, values)
 
 
 class ServingFeasible(Model):
@@ -61,19 +75,22 @@ class ServingFeasible(Model):
 
 
 def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
-    """One reason per row ('' where feasible): the first broken constraint (module doc)."""
+    """One reason per row ('' where feasible): the first broken constraint (module doc). Only the infeasible
+    rows are read."""
     n = len(cols["feasible"])
+    out = np.full(n, "", dtype=object)
+    rows = np.flatnonzero(~np.asarray(cols["feasible"], dtype=bool))
+    if not len(rows):
+        return out
 
     def col(name):
-        return np.broadcast_to(np.asarray(cols[name], dtype=np.float64), (n,))
+        return np.broadcast_to(np.asarray(cols[name], dtype=np.float64), (n,))[rows]
 
-    out = np.full(n, "", dtype=object)
-    todo = ~np.asarray(cols["feasible"], dtype=bool)
-    if not todo.any():
-        return out
+    reason = np.empty(len(rows), dtype=object)
+    todo = np.ones(len(rows), dtype=bool)
     layout = todo & (col("con_layout") > 0)
     if layout.any():
-        out[layout] = coded_text(["layout: tp ", (col("tp")[layout], "g"), ", ep ", (col("ep")[layout], "g"), ", pp ",
+        reason[layout] = coded_text(["layout: tp ", (col("tp")[layout], "g"), ", ep ", (col("ep")[layout], "g"), ", pp ",
                                   (col("pp")[layout], "g"), " do not split n_heads ", (col("n_heads")[layout], "g"),
                                   ", n_kv_heads ", (col("n_kv_heads")[layout], "g"), ", moe_experts ",
                                   (col("moe_experts")[layout], "g"), ", n_layers ", (col("n_layers")[layout], "g"),
@@ -81,11 +98,11 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     todo &= ~layout
     prefill_layout = todo & (col("con_prefill_layout") > 0)
     if prefill_layout.any():
-        out[prefill_layout] = "layout: the prefill instance's tp, ep or pp do not split the model's heads, experts or layers"
+        reason[prefill_layout] = "layout: the prefill instance's tp, ep or pp do not split the model's heads, experts or layers"
     todo &= ~prefill_layout
     precision = todo & (col("con_precision") > 0)
     if precision.any():
-        out[precision] = coded_text(["precision: the GPU has no tensor cores or KV format for ",
+        reason[precision] = coded_text(["precision: the GPU has no tensor cores or KV format for ",
                                      (col("precision")[precision], _PRECISIONS), " weights with a ",
                                      (col("kv_precision")[precision], _PRECISIONS), " KV cache"])
     todo &= ~precision
@@ -93,27 +110,28 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     if memory.any():
         one = memory & (col("con_kv") > 0)
         if one.any():
-            out[one] = coded_text(["memory: one request needs ", (col("kv_request_gb")[one], ".2f"),
+            reason[one] = coded_text(["memory: one request needs ", (col("kv_request_gb")[one], ".2f"),
                                    " GB of KV cache per GPU, ", (col("kv_cache_gb")[one], ".2f"), " GB free beside ",
                                    (col("weights_gb")[one], ".1f"), " GB of weights"])
         many = memory & ~one
         if many.any():
-            out[many] = coded_text(["memory: concurrency ", (col("concurrency")[many], ".0f"), " needs ",
+            reason[many] = coded_text(["memory: concurrency ", (col("concurrency")[many], ".0f"), " needs ",
                                     ((col("con_memory") + col("kv_cache_gb"))[many], ".1f"), " GB of KV cache per GPU, ",
                                     (col("kv_cache_gb")[many], ".1f"), " GB free (max_concurrency ",
                                     (col("max_concurrency")[many], ".0f"), ")"])
     todo &= ~memory
     prefill = todo & (col("con_prefill_memory") > 1e-9)
     if prefill.any():
-        out[prefill] = coded_text(["memory: the prefill instance holds ", (col("con_prefill_memory")[prefill], ".1f"),
+        reason[prefill] = coded_text(["memory: the prefill instance holds ", (col("con_prefill_memory")[prefill], ".1f"),
                                    " GB too little KV for one step's prompts"])
     todo &= ~prefill
     slo = todo & (col("con_slo") > 1e-9)
     if slo.any():
-        out[slo] = coded_text(["slo: TTFT ", (col("ttft_s")[slo] * 1e3, ".1f"), " ms, TPOT ",
+        reason[slo] = coded_text(["slo: TTFT ", (col("ttft_s")[slo] * 1e3, ".1f"), " ms, TPOT ",
                                (col("tpot_s")[slo] * 1e3, ".2f"), " ms at concurrency ", (col("concurrency")[slo], ".0f"),
                                " against targets ", (col("ttft_slo_s")[slo] * 1e3, ".0f"), " / ",
                                (col("tpot_slo_s")[slo] * 1e3, ".0f"), " ms"])
     todo &= ~slo
-    out[todo] = "model: a metric is not a number (an override out of range?)"
+    reason[todo] = "model: a metric is not a number (an override out of range?)"
+    out[rows] = reason
     return out

@@ -52,7 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import as_codes, lookup, select
-from objectives.collectives import Tiers, all_gather_s, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
+from objectives.collectives import Tiers, all_reduce_terms, all_to_all_terms, p2p_terms, reduce_scatter_terms
 from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
 from objectives.transformer import attended_keys
@@ -197,23 +197,28 @@ class StepModel:
         dispatch = np.where(prec > 0, 1.0, ACT_BYTES)
         a2a_row = topk * h * (dispatch + ACT_BYTES) / 2.0 * imbalance  # per token and call (dispatch, combine)
 
-        def linear(fn, per_token, group, stride, used):
-            """(seconds at 0 bytes, seconds per token) of a collective of ``per_token`` bytes a token; (0, 0)
-            where no row of the chunk runs it."""
+        # a bandwidth term at 0 bytes is 0 exactly where every bandwidth is positive and every group has a rank
+        positive = bool(np.all(tiers.bw_up > 0) and np.all(tiers.bw_out > 0))
+
+        def linear(terms, per_token, group, stride, used):
+            """(seconds at 0 bytes, seconds per token) of a collective of ``per_token`` bytes a token, the time
+            at ``per_token`` bytes minus that at 0 (``terms``: the collective's bandwidth and latency terms, of
+            which its time is the sum; at 0 bytes its latency alone); (0, 0) where no row of the chunk runs it."""
             if not np.any(used):
                 return 0.0, 0.0
-            at0 = fn(0.0, group, stride, tiers)
-            return at0, fn(per_token, group, stride, tiers) - at0
+            bw, lat = terms(per_token, group, stride, tiers)
+            at0 = lat if positive and np.all(group >= 1) else sum(terms(0.0, group, stride, tiers))
+            return at0, (bw + lat) - at0
 
         piped = p > 1
-        ar0, ar1 = linear(all_reduce_s, row, t, 1.0, n_ar)
-        a2a0, a2a1 = linear(all_to_all_s, a2a_row, g, 1.0, n_a2a)
+        ar0, ar1 = linear(all_reduce_terms, row, t, 1.0, n_ar)
+        a2a0, a2a1 = linear(all_to_all_terms, a2a_row, g, 1.0, n_a2a)
         # the all-gather and reduce-scatter carry every group's own tokens, not the busiest group's padded to
         # g copies (TensorRT-LLM fused_moe: allgather / reducescatter with ``sizes=all_rank_num_tokens``
         # unless ``use_dp_padding``, which only CUDA-graphed decode steps set): per token of the stage
-        ag0, ag1 = linear(all_gather_s, row * dispatch / ACT_BYTES, g, 1.0, n_gather)
-        rs0, rs1 = linear(reduce_scatter_s, row, g, 1.0, n_gather)
-        pp0, pp1 = linear(p2p_s, row, p, g, piped)
+        ag0, ag1 = linear(reduce_scatter_terms, row * dispatch / ACT_BYTES, g, 1.0, n_gather)  # the all-gather's
+        rs0, rs1 = linear(reduce_scatter_terms, row, g, 1.0, n_gather)
+        pp0, pp1 = linear(p2p_terms, row, p, g, piped)
         self.comm0 = n_ar * (lat + ar0) + n_a2a * (lat + a2a0) + n_gather * (2.0 * lat + ag0 + rs0) + piped * (lat + pp0)
         self.comm1 = n_ar * ar1 + n_a2a * a2a1 + piped * pp1
         # the group's tokens through HBM: activations, KV written, collectives; the stage's tokens gathered
