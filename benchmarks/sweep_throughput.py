@@ -75,8 +75,9 @@ def _model_work(table) -> float:
     import objectives
 
     t = time.perf_counter()
+    search = objectives.search_serving if objectives.is_serving_table(table) else objectives.search_mapping
     for _ in range(3):
-        objectives.search_mapping(table)
+        search(table)
     return time.perf_counter() - t
 
 
@@ -165,12 +166,14 @@ def interleaved(spec, score) -> None:
           f"median {np.median(pairs):.2f}x")
 
 
-def bench_space(trials: int, batch: int) -> dict:
-    raw = yaml.safe_load((ROOT / "spaces" / "default.yaml").read_text())
-    raw = copy.deepcopy(raw)
+def bench_space(trials: int, batch: int, space: str | None = None) -> dict:
+    """spaces/default.yaml with continuous HBM and NIC bandwidth; or ``space`` as it is (a serving space:
+    its mapping searched per design), NSGA-II either way."""
+    raw = copy.deepcopy(yaml.safe_load((ROOT / (space or "spaces/default.yaml")).read_text()))
     raw["name"] = "throughput"
-    raw["cluster"]["gpu_hbm_tbyte_s"] = {"min": 3.0, "max": 8.0}
-    raw["cluster"]["nic_gbyte_s"] = {"min": 12.5, "max": 100.0}
+    if space is None:
+        raw["cluster"]["gpu_hbm_tbyte_s"] = {"min": 3.0, "max": 8.0}
+        raw["cluster"]["nic_gbyte_s"] = {"min": 12.5, "max": 100.0}
     raw["search"].update(trials=trials, batch_size=batch, sampler="nsga2", seed=0)
     return raw
 
@@ -184,6 +187,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration, interleaved (1, 2, 1, 2 actors); the best of each is kept")
     ap.add_argument("--toy", action="store_true", help="trivial model: the engine's own overhead")
+    ap.add_argument("--space", help="a space file instead (e.g. spaces/serving-llama3.3-70b.yaml, as it is)")
     ap.add_argument("--no-ray", action="store_true", help="also time the in-process pool")
     ap.add_argument("--interleaved", action="store_true",
                     help="one sweep whose batches alternate between 1 and 2 actors (robust to a drifting host)")
@@ -191,7 +195,7 @@ def main() -> None:
 
     import ray
 
-    raw = bench_space(args.trials, args.batch)
+    raw = bench_space(args.trials, args.batch, args.space)
     if args.toy:
         from dse.spec import Vocabulary
 
@@ -201,8 +205,9 @@ def main() -> None:
     else:
         spec = parse_spec(raw, source="benchmark")
         score = None
-    print(f"space: spaces/default.yaml, continuous HBM and NIC bandwidth; NSGA-II; {args.trials} designs in "
-          f"batches of {args.batch}; design cache off; {os.cpu_count()} CPUs; model: {'toy' if args.toy else 'objectives.search_mapping'}")
+    what = args.space or "spaces/default.yaml, continuous HBM and NIC bandwidth"
+    print(f"space: {what}; NSGA-II; {args.trials} designs in "
+          f"batches of {args.batch}; design cache off; {os.cpu_count()} CPUs; model: {'toy' if args.toy else 'the mapping search'}")
     before = cpu_check()
     print(f"CPUs available to two busy processes before: {before:.2f} of {os.cpu_count()}")
     if not args.toy:
