@@ -76,12 +76,23 @@ def run_serving(floats: Columns, cal: ServingCalibration | None = None,
             if lo == 0 and one:
                 same[k] = value.reshape(-1)[:1]
                 continue
+            if lo == 0 and value.dtype == np.float64:
+                continue  # a row of the block below
             if k not in columns:  # the first chunk's type, as that of a column from the start
                 kept = same.pop(k, None)
                 columns[k] = np.empty(n, dtype=value.dtype if kept is None else kept.dtype)
                 if kept is not None:
                     columns[k][:lo] = kept
             columns[k][lo:hi] = value  # a one-value output broadcasts
+        if lo == 0:
+            # the float outputs as rows of one block: one allocation, faulted in as huge pages (a column
+            # each, unaligned, takes a fault per 4 KiB page at its ends and more from the C allocator;
+            # docs/performance.md); a column kept alone keeps the block alive
+            rest = [k for k in outputs if k not in same and k not in columns]
+            block = np.empty((len(rest), n))
+            for i, k in enumerate(rest):
+                columns[k] = block[i]
+                block[i, :hi] = work[k]
     out.update(columns)
     out.update((k, np.broadcast_to(v.reshape(()), (n,))) for k, v in same.items())
     return out
