@@ -91,10 +91,6 @@ def generation(fp8_tflop_s: np.ndarray, fp4_tflop_s: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(fp8_tflop_s), 0.0, np.where(np.isnan(fp4_tflop_s), 1.0, 2.0))
 
 
-#: objectives/serving/intervals.py imports this by its former private name until it takes objectives.columns.per_value
-_cells = per_value
-
-
 def feature_octaves(c) -> dict[str, np.ndarray]:
     """Each axis of :data:`AXES` in octaves (see the module doc); a constant column stays constant."""
     out = {name: per_value(np.log2, c[name]) for name in FEATURES if name not in ("precision", *_LINEAR)}

@@ -344,9 +344,3 @@ def _check_order(models: tuple[Model, ...]) -> None:
         if missing:
             raise ValueError(f"{type(model).__name__} needs {missing}: run the modules that provide them first")
         seen.update(model.provides)
-
-
-# objectives/serving/prepare.py imports these by their former private names until it takes them from
-# objectives.columns (and check_architecture by its public name)
-_all_at_least, _all_whole, _bad_row, _distinct, _fill = all_at_least, all_whole, bad_row, distinct_cells, fill_blanks
-_check_architecture = check_architecture

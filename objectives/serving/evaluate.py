@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from objectives.base import Model
+from objectives.columns import with_outputs
 from objectives.serving.batching import ServingBatching
 from objectives.serving.economics import ServingEconomics
 from objectives.serving.engines import ServingCalibration
@@ -109,14 +110,8 @@ def evaluate_serving(table: Mapping[str, object], cal: ServingCalibration | None
     """Every serving metric of every row of ``table`` (module doc)."""
     user, floats = prepare_serving(table)
     work = run_serving(floats, cal, models)
-    out = dict(user)
     outputs = {name for model in models for name in model.provides}
-    for name, value in work.items():
-        if name not in user or name in outputs:
-            out[name] = value
-    for name in SERVING_CATEGORIES:
-        if name in user:
-            out[name] = user[name]
+    out = with_outputs(user, work, outputs, SERVING_CATEGORIES)
     if "feasible" in work:
         out["infeasible_reason"] = serving_infeasible_reason(work)
     return out

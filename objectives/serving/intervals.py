@@ -56,7 +56,8 @@ from pathlib import Path
 import numpy as np
 
 from objectives.base import Model, as_codes, lookup
-from objectives.intervals import _cells, generation
+from objectives.columns import per_value
+from objectives.intervals import generation
 from objectives.table import is_constant
 
 __all__ = ["ServingIntervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "feature_octaves", "range_distance", "log_sigma",
@@ -80,8 +81,8 @@ _UNITS = {"output_tokens_per_s_per_gpu": "tokens/s", "output_tokens_per_s": "tok
 
 def feature_octaves(c) -> dict[str, np.ndarray]:
     """Each axis of :data:`FEATURES` (module doc); a constant column stays constant."""
-    out = {name: _cells(np.log2, c[name]) for name in FEATURES if name not in (*_BITS, *_LINEAR)}
-    out.update((name, _cells(lambda p: 4.0 - p, c[name])) for name in _BITS)
+    out = {name: per_value(np.log2, c[name]) for name in FEATURES if name not in (*_BITS, *_LINEAR)}
+    out.update((name, per_value(lambda p: 4.0 - p, c[name])) for name in _BITS)
     out.update((name, np.asarray(c[name], dtype=np.float64)) for name in _LINEAR)
     return out
 

@@ -24,8 +24,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from objectives import catalog
+from objectives.columns import all_at_least, all_whole, bad_row, distinct_cells, fill_blanks, number_cells
 from objectives.pipeline import DEFAULTS as TRAINING_DEFAULTS
-from objectives.pipeline import _all_at_least, _all_whole, _bad_row, _check_architecture, _distinct, _fill
+from objectives.pipeline import check_architecture
 from objectives.renamed import check_renamed
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
 
@@ -80,14 +81,7 @@ def _check_numbers(user: Columns) -> None:
         value = user.get(name)
         if value is None or value.dtype.kind in "iufb":
             continue
-        import pandas as pd  # only for a column of text or objects
-
-        raw = pd.Series(value[:1] if is_constant(value) else value, dtype=object)
-        blank = raw.isna() | raw.astype(str).str.strip().isin(("", "nan", "NaN", "None"))
-        as_num = pd.to_numeric(raw.where(~blank, np.nan), errors="coerce")
-        row = _bad_row((as_num.isna() & ~blank).to_numpy())
-        if row is not None:
-            raise InputError(f"'{raw.iloc[row]}' is not a number", column=name, row=row)
+        _, _, as_num = number_cells(value, name)
         cells = as_num.to_numpy(dtype=np.float64)
         user[name] = np.broadcast_to(cells, value.shape) if is_constant(value) else cells
 
@@ -121,15 +115,15 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
         if name not in floats:
             floats[name] = np.broadcast_to(np.float64(default), (n,))
         elif not np.isnan(default):
-            floats[name] = _fill(floats[name], default)
+            floats[name] = fill_blanks(floats[name], default)
     heads = floats["n_heads"]
-    floats["n_kv_heads"] = _fill(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
-    if "d_head" not in floats or np.isnan(_distinct(floats["d_head"])).any():
+    floats["n_kv_heads"] = fill_blanks(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
+    if "d_head" not in floats or np.isnan(distinct_cells(floats["d_head"])).any():
         per_head = floats["d_model"] / np.maximum(floats["n_heads"], 1.0)
-        floats["d_head"] = _fill(floats["d_head"], per_head) if "d_head" in floats else per_head
+        floats["d_head"] = fill_blanks(floats["d_head"], per_head) if "d_head" in floats else per_head
     floats["seq_len"] = floats["input_len"] + floats["output_len"]
     _check_values(floats)
-    _check_architecture(floats)
+    check_architecture(floats)
     _check_mapping(floats)
     return user, floats
 
@@ -137,56 +131,56 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
 def _check_values(floats: Columns) -> None:
     """Required columns finite and at least their minimum; integer columns whole; optional ones > 0."""
     for name, low in SERVING_REQUIRED.items():
-        v = _distinct(floats[name])
-        if _all_at_least(v, low):
+        v = distinct_cells(floats[name])
+        if all_at_least(v, low):
             continue
-        row = _bad_row(~((v > 0) if low == 0 else (v >= low)) | (v == np.inf))
+        row = bad_row(~((v > 0) if low == 0 else (v >= low)) | (v == np.inf))
         if row is not None:
             what = "missing" if np.isnan(v[row]) else f"{v[row]:g}"
             raise InputError(f"{what} is not valid; needs a finite number >= {low}" + (" (> 0)" if low == 0 else ""),
                              column=name, row=row)
     for name in _INTEGERS:
-        v = _distinct(floats[name])
+        v = distinct_cells(floats[name])
         given = v[np.isfinite(v)]
-        if _all_whole(given):
+        if all_whole(given):
             continue
-        row = _bad_row(np.isfinite(v) & ((v != np.floor(v)) | (v < 0)))
+        row = bad_row(np.isfinite(v) & ((v != np.floor(v)) | (v < 0)))
         raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
     for name in _POSITIVE:
-        v = _distinct(floats[name])
-        row = _bad_row(~np.isnan(v) & ~((v > 0) & (v < np.inf)))
+        v = distinct_cells(floats[name])
+        row = bad_row(~np.isnan(v) & ~((v > 0) & (v < np.inf)))
         if row is not None:
             raise InputError(f"{v[row]:g} is not valid; needs a number > 0 (or blank)", column=name, row=row)
     for name in ("pp", "ep", "attn_dp", "replicas"):
-        v = _distinct(floats[name])
-        row = _bad_row(~(v >= 1) & ~((name == "replicas") & np.isnan(v)))
+        v = distinct_cells(floats[name])
+        row = bad_row(~(v >= 1) & ~((name == "replicas") & np.isnan(v)))
         if row is not None:
             raise InputError(f"{v[row]:g} is not valid; needs a whole number >= 1", column=name, row=row)
-    frac = _distinct(floats["kv_mem_frac"])
-    row = _bad_row(frac > 1)
+    frac = distinct_cells(floats["kv_mem_frac"])
+    row = bad_row(frac > 1)
     if row is not None:
         raise InputError(f"{frac[row]:g} is not a share of memory (0 to 1)", column="kv_mem_frac", row=row)
 
 
 def _check_mapping(floats: Columns) -> None:
     """The instance's GPUs are tp x attn_dp x pp, and a disaggregated row's prefill instance's likewise."""
-    t, d, p, n = (_distinct(floats[k]) for k in ("tp", "attn_dp", "pp", "n_gpus"))
-    row = _bad_row(t * d * p != n)
+    t, d, p, n = (distinct_cells(floats[k]) for k in ("tp", "attn_dp", "pp", "n_gpus"))
+    row = bad_row(t * d * p != n)
     if row is not None:
         raise InputError(f"tp*attn_dp*pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = {t[row] * d[row] * p[row]:g} is not "
                          f"n_gpus = {n[row]:g} (n_gpus counts the GPUs of one model instance; replicas adds instances)",
                          column="n_gpus", row=row)
     # the prefill instance of a disaggregated row: its blank cells are the decode instance's
-    disaggregated = _distinct(floats["serving"]) == 1
+    disaggregated = distinct_cells(floats["serving"]) == 1
     if not disaggregated.any():
         return
 
     def prefill(name, decode):
-        v = _distinct(floats[name])
-        return np.where(np.isnan(v), _distinct(floats[decode]), v)
+        v = distinct_cells(floats[name])
+        return np.where(np.isnan(v), distinct_cells(floats[decode]), v)
 
     t, d, p, n = (prefill(f"prefill_{k}", k) for k in ("tp", "attn_dp", "pp", "n_gpus"))
-    row = _bad_row(disaggregated & (t * d * p != n))
+    row = bad_row(disaggregated & (t * d * p != n))
     if row is not None:
         raise InputError(f"prefill_tp*prefill_attn_dp*prefill_pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = "
                          f"{t[row] * d[row] * p[row]:g} is not prefill_n_gpus = {n[row]:g} (a blank prefill cell is the "
