@@ -15,7 +15,7 @@ import pytest
 from objectives.serving import ServingCalibration, evaluate_serving, search_serving
 
 #: every TensorRT-LLM step takes max(GPU, 1 s) = 1 s; no host time per request
-ONE_SECOND = ServingCalibration(hbm_eff=0.8, gemm_eff_scale=(1.0, 1.0, 1.0), gemm_rows_half=1.0, ep_imbalance=1.0,
+ONE_SECOND = ServingCalibration(hbm_eff=0.8, gemm_eff_scale=(1.0, 1.0, 1.0), gemm_rows_half=1.0, expert_load_cv=0.0,
                                 expert_gemm_scale=1.0, allreduce_latency_s=10e-6, host_step_s=(1.0, 0.0, 0.0, 0.0),
                                 host_request_s=(0.0,) * 4)
 ROUND = ONE_SECOND.replace(host_step_s=(0.0,) * 4)

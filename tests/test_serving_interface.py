@@ -52,7 +52,8 @@ def test_dse_evaluate_serving_bad_input_is_one_line(tmp_path, capsys):
 def test_dse_validate_serving(capsys, kind, tmp_path):
     assert main(["validate", "--kind", kind, "--out", str(tmp_path / "v.csv")]) == 0
     text = capsys.readouterr().out
-    assert "published serving measurements from 3 sources" in text
+    assert "published serving measurements from 5 sources" in text  # 3 shared-data sources and 2 DeepSeek-R1 ones
+    assert "trtllm-perf-overview-dsr1" in text and "trtllm-dsr1-best-perf" in text
     assert "MAPE of output tokens/s per GPU:" in text and "trtllm-1.0-perf-overview" in text
     # the intervals' coverage on left-out architectures, from the stored residuals (tests/test_serving_intervals.py)
     assert "80% intervals of output tokens/s per GPU on left-out model architectures: 76% of measurements" in text

@@ -13,7 +13,7 @@ from objectives.serving import ServingCalibration, evaluate_serving
 from objectives.serving.step import experts_touched
 
 #: a calibration with round numbers: HBM at 80%, GEMMs at the catalog's rate, no host time
-ROUND = ServingCalibration(hbm_eff=0.8, gemm_eff_scale=(1.0, 1.0, 1.0), gemm_rows_half=1.0, ep_imbalance=1.0,
+ROUND = ServingCalibration(hbm_eff=0.8, gemm_eff_scale=(1.0, 1.0, 1.0), gemm_rows_half=1.0, expert_load_cv=0.0,
                            expert_gemm_scale=1.0, allreduce_latency_s=10e-6, host_step_s=(0.0,) * 4,
                            host_request_s=(0.0,) * 4)
 

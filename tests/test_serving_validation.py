@@ -41,8 +41,11 @@ def test_every_source(result):
 def test_every_included_measurement_is_served(result):
     assert result["predicted_feasible"].all(), result.loc[~result["predicted_feasible"], ["run_id", "model", "gpu"]]
     assert len(result) >= 500
-    # three sources: TensorRT-LLM 1.0 (PyTorch), 0.17 (TensorRT engines), 0.14 online
-    assert set(result["source_key"]) == {"trtllm-1.0-perf-overview", "trtllm-0.17-perf-overview", "trtllm-0.14-online"}
+    # five sources: TensorRT-LLM 1.0 (PyTorch), 0.17 (TensorRT engines), 0.14 online; DeepSeek-R1's perf-overview
+    # table and best-practice guide (tools/serving_runs_deepseek.csv)
+    assert set(result["source_key"]) == {"trtllm-1.0-perf-overview", "trtllm-0.17-perf-overview", "trtllm-0.14-online",
+                                         "trtllm-perf-overview-dsr1", "trtllm-dsr1-best-perf"}
+    assert (result["model"] == "deepseek-r1").sum() == 17
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "inference-measurements.csv").is_file(),

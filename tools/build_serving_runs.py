@@ -22,12 +22,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = Path("/work/shared/data")
 DEFAULT_OUT = REPO / "objectives" / "catalog" / "serving_runs.csv"
+#: DeepSeek-R1/V3 points transcribed from their publications (the shared data has none): each row names its
+#: source (URL, repository path and commit) and how it was read (objectives/catalog/serving_runs.md)
+DEEPSEEK_POINTS = REPO / "tools" / "serving_runs_deepseek.csv"
 MD_PATH = REPO / "objectives" / "catalog" / "serving_runs.md"
 
 COLUMNS = [
     "run_id", "source_key", "source", "framework_version", "scenario", "model", "gpu", "n_gpus", "tp", "pp", "ep",
     "attn_dp", "precision", "kv_precision", "engine", "input_len", "output_len", "concurrency", "request_rate_per_s",
-    "replicas", "benchmark_requests", "max_batch_size", "kv_mem_frac", "measured_output_tokens_per_s_per_gpu",
+    "replicas", "benchmark_requests", "max_batch_size", "max_num_tokens", "kv_mem_frac", "measured_output_tokens_per_s_per_gpu",
     "measured_ttft_s", "measured_tpot_s",
     "include", "exclude_reason", "row_ids", "notes",
 ]
@@ -114,7 +117,7 @@ def build(data: Path) -> list[dict]:
             "request_rate_per_s": rate if online else "",
             "replicas": 1,  # one instance: the measured system
             "benchmark_requests": S3_REQUESTS if source == "S3" else "",
-            "max_batch_size": S3_REQUESTS if source == "S3" else "",
+            "max_batch_size": S3_REQUESTS if source == "S3" else "", "max_num_tokens": "",
             "kv_mem_frac": S1_KV_FRACTION if source == "S1" else "",
             "measured_output_tokens_per_s_per_gpu": round(tokens / n, 2) if tokens is not None else "",
             "measured_ttft_s": round(metrics["mean_TTFT"] / 1e3, 4) if "mean_TTFT" in metrics else "",
@@ -124,6 +127,17 @@ def build(data: Path) -> list[dict]:
             "row_ids": " ".join(m["row_id"] for m in members),
             "notes": x["notes"] if source in ("S3",) else "",
         })
+    return out
+
+
+def deepseek_points(start: int, path: Path = DEEPSEEK_POINTS) -> list[dict]:
+    """The transcribed DeepSeek points as runs, run ids from ``start`` (each is one configuration and load)."""
+    out = []
+    for run_id, x in enumerate(csv.DictReader(open(path, newline="")), start=start):
+        row = {c: x.get(c, "") for c in COLUMNS}
+        row.update(run_id=run_id, replicas=1, request_rate_per_s="", measured_ttft_s="", measured_tpot_s="",
+                   include=int(x["include"]), row_ids="")
+        out.append(row)
     return out
 
 
@@ -144,6 +158,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-md", action="store_true", help="leave serving_runs.md's counts as they are")
     args = ap.parse_args(argv)
     runs = build(Path(args.data))
+    runs += deepseek_points(len(runs) + 1)
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()

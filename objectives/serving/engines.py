@@ -33,7 +33,8 @@ The fitted factors (bounded, few; docs/serving.md says what each stands for and 
 ``hbm_eff`` (HBM bandwidth reached streaming weights and KV), ``gemm_eff_scale`` by precision (the
 engines' GEMMs and attention against the GPU's measured large-GEMM and flash-attention efficiency),
 ``gemm_rows_half`` (rows at which a GEMM runs at half rate), ``expert_gemm_scale`` (grouped expert GEMMs
-against dense ones), ``ep_imbalance`` (the busiest expert-parallel GPU's load over the mean),
+against dense ones), ``expert_load_cv`` (the spread of one expert's routed load, which sets the busiest
+expert-parallel GPU's load over the mean by the experts it holds and the GPUs it is the busiest of),
 ``allreduce_latency_s`` (one small tensor-parallel all-reduce), per engine ``host_step_s`` and
 ``host_request_s`` (host time per step, and per request in it: scheduling, sampling, output processing),
 and ``host_grace_scale`` (that host time on a Grace host over an x86 one).
@@ -93,7 +94,8 @@ def engine_trait(name: str) -> np.ndarray:
     return np.array([float(getattr(ENGINE_TRAITS[e], name)) for e in ENGINES], dtype=np.float64)
 
 
-SERVING_FITTED = ("hbm_eff", "gemm_eff_scale", "gemm_rows_half", "ep_imbalance", "expert_gemm_scale", "allreduce_latency_s", "host_step_s",
+SERVING_FITTED = ("hbm_eff", "gemm_eff_scale", "gemm_rows_half", "expert_load_cv", "expert_gemm_scale", "allreduce_latency_s",
+                  "host_step_s",
                   "host_request_s", "host_grace_scale")
 
 
@@ -111,9 +113,11 @@ class ServingCalibration:
     #: rows at which a GEMM runs at half its large-GEMM rate (few rows fill few output tiles and waves; the
     #: training model's ``gemm_n_half`` is the same idea, objectives/calibration.py)
     gemm_rows_half: float = 64.0
-    #: the busiest expert-parallel GPU's routed tokens over the mean (real routing is skewed: SGLang measured
-    #: EPLB's rebalancing at 1.49x in prefill and 2.54x in decode, inference-measurements.md 2.4)
-    ep_imbalance: float = 1.3
+    #: coefficient of variation of one routed expert's load (objectives/serving/step.py: the busiest of ep GPUs
+    #: holding E / ep experts each carries 1 + cv sqrt(2 ln ep / (E / ep)) of the mean). Prior 1: SGLang's EP72
+    #: decode of DeepSeek-V3 (3.6 experts a GPU) gained 2.54x from EPLB's rebalancing, 1 + 1.55 cv at cv 1
+    #: (inference-measurements.md 2.4)
+    expert_load_cv: float = 1.0
     #: routed experts' grouped GEMMs against dense GEMMs at the same precision (one GEMM per expert with
     #: its own rows, a tail of small ones; CUTLASS grouped GEMM in TensorRT-LLM's fused MoE)
     expert_gemm_scale: float = 1.0

@@ -139,12 +139,22 @@ class StepModel:
                                  / _fill(np.minimum(h, shared_width), n_half)) / rate
         self.expert_mem = bpw * moe_layers * c["params_expert_layer"] / g / bw  # every local expert of the stage
         expert_split = np.maximum(g / c["ep"], 1.0)  # each expert split over g / ep GPUs
-        # the busiest expert-parallel GPU gets more than its share of the routed tokens (ep_imbalance), and
-        # grouped expert GEMMs run at expert_gemm_scale of a dense GEMM's rate
-        imbalance = np.where(c["ep"] > 1, cal.ep_imbalance, 1.0)
-        self.expert_flop = 2.0 * moe_layers * topk * c["params_expert_layer"] / experts / g * imbalance \
+        # the busiest expert-parallel GPU gets more than its share of the routed tokens, and grouped expert
+        # GEMMs run at expert_gemm_scale of a dense GEMM's rate. The imbalance is that of the sum of the
+        # n = E / ep experts a GPU holds, each expert's load spread with coefficient of variation
+        # ``expert_load_cv`` (independent experts: the GPU's cv is cv / sqrt(n)), and the busiest of the ep
+        # GPUs sits about sqrt(2 ln ep) of those spreads above the mean (the expected largest of ep normal
+        # variables, Cramer 1946 Sec. 28.6): few experts a GPU over many GPUs is the worst case (SGLang's
+        # EP72 decode: EPLB gained 2.54x, inference-measurements.md 2.4); 32 experts a GPU at EP 8 average out
+        ep = c["ep"]
+        per_gpu = np.maximum(experts / np.maximum(ep, 1.0), 1.0)
+        imbalance = 1.0 + cal.expert_load_cv * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0)) / per_gpu)
+        self.imbalance = imbalance
+        self.expert_flop = 2.0 * moe_layers * topk * c["params_expert_layer"] / experts / g \
             / np.where(moe, cal.expert_gemm_scale, 1.0) / _fill(np.minimum(h, c["d_ff"] / expert_split), n_half) / rate
         self.half = cal.gemm_rows_half  # a GEMM of M rows runs at M / (M + gemm_rows_half) of its rate
+        # the rows' fixed cost (tiles, waves, the weights' stream) is each local expert's, not its tokens': the
+        # busiest GPU's extra tokens scale only the token term (expert_flop x (imbalance x T + expert_half))
         self.expert_half = np.where(moe, cal.gemm_rows_half * experts / np.maximum(topk, 1.0), 0.0)  # in stage tokens
         self.log_miss = np.log1p(-np.minimum(topk / experts, 0.999))
         # 16-bit activations through HBM per token (kernels outside the GEMMs and the GEMMs' own inputs and
@@ -171,7 +181,14 @@ class StepModel:
         windowed = np.any(win_layers > 0)
         ctx_win = np.where(window > 0, np.minimum(ctx, window), ctx) if windowed else ctx
         keys = full_layers * ctx + win_layers * ctx_win  # cached tokens read per decode token, over the stage
-        attn_dec = np.maximum(kv_layer * keys / bw, 2.0 * heads * dec_dims * keys / rate_attn)
+        # TensorRT-LLM's Blackwell MLA generation kernel with an fp8 KV cache quantizes Q too and runs FP8
+        # multi-query attention on the 5th-generation tensor cores (tech blog 3, "FP8 KV Cache": "both Q and
+        # KV are quantized to FP8, and FP8 MQA is used"; "Attention Kernels Optimization": 2-CTA MMA of
+        # Blackwell): its math at the fp8 GEMM rate over bf16's. Blackwell is told by its FP4 tensor cores
+        # (objectives.intervals.generation does the same); Hopper, other engines and bf16 caches in bf16
+        fp8_mqa = mla & (as_codes(c["kv_precision"]) == 1) & (engine == 0) & (c["gpu_fp4_tflop_s"] > 0)
+        rate_dec = rate_attn * np.where(fp8_mqa, rate8 / rate16, 1.0)
+        attn_dec = np.maximum(kv_layer * keys / bw, 2.0 * heads * dec_dims * keys / rate_dec)
         pre_keys = full_layers * 0.5 * isl  # attended_keys of a full causal layer: s / 2
         if windowed:
             pre_keys = pre_keys + win_layers * attended_keys(isl, window, c["attn_window_kind"])
@@ -248,7 +265,8 @@ class StepModel:
         stage = dec + (pre if pre_stage is None else pre_stage)  # tokens the stage's experts see
         half = self.half
         gemms = np.maximum(self.dense_mem, self.dense_flop * (group + half)) \
-            + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss), self.expert_flop * (stage + self.expert_half))
+            + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss),
+                         self.expert_flop * (self.imbalance * stage + self.expert_half))
         requests = dec_group + pre / self.isl  # sampling requests of the group
         logits = np.maximum(self.logits_mem, self.logits_flop * (requests + half))
         gpu = gemms + logits + dec_group * self.attn_dec + pre * self.pre_attn + group * self.per_group_token \
