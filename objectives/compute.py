@@ -49,7 +49,7 @@ from objectives.base import Model, as_codes, lookup, select
 from objectives.calibration import trait
 from objectives.transformer import attended_keys
 
-__all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN", "ATTN_TILE"]
+__all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN", "ATTN_TILE", "DROPOUT_ATTN_RATE"]
 
 #: HBM bytes per token per layer forward of the element-wise kernels of a Megatron-Core layer with
 #: Transformer Engine's fusions, per element of the width named: "h": 2 norms (r+w: 2 x 4 B) and 2
@@ -71,6 +71,15 @@ ATTN_TILE = 128.0
 _ATTN_KERNEL = trait("attention_kernel")
 _ATTN_WORK = np.where(_ATTN_KERNEL > 0, 0.5, 1.0)  # share of the s x s work done (flash skips the masked half)
 _ATTN_BWD = np.where(_ATTN_KERNEL > 0, 2.5, 2.0)  # backward / forward of the attention core
+#: share of its no-dropout rate a fused flash-attention kernel keeps with attention dropout, forward and
+#: backward: it draws a Philox random number per score in the forward and draws the same ones again in the
+#: backward to rebuild the mask it does not store (FlashAttention-2's design, Dao 2023 Sec. 3.1; Philox4x32-7
+#: per 16 scores), integer work beside the matmuls and the exponentials. Measured with FA2-aligned dropout
+#: (p 0.125, bf16, head dims 64-128, ~32K tokens): forward 75-85%, backward 60-70% of the no-dropout TFLOP/s,
+#: "roughly constant across seqlen", for both FA4 and cuDNN (Dao-AILab/flash-attention PR #2597, GB200);
+#: the midpoints. Megatron's GPT recipes train with attention dropout 0.1 (tools/build_training_runs.py);
+#: unfused attention's dropout is its score traffic (UNFUSED_SCORE_BYTES)
+DROPOUT_ATTN_RATE = {"fwd": 0.80, "bwd": 0.65}
 _F_BYTES = (ELEMENTWISE_BYTES_PER_TOKEN["f_gelu"], ELEMENTWISE_BYTES_PER_TOKEN["f_swiglu"])  # by ffn_kind
 
 
@@ -211,6 +220,12 @@ class ComputeTime(Model):
             t_attn_full = flops_per_key * np.where(fused, 0.5 * s, s) / attn_rate + scores_bytes / hbm
             t_attn_win = flops_per_key * np.where(fused, keys_win, s) / attn_rate + scores_bytes / hbm
         attn_bwd = lookup(_ATTN_BWD, stack)  # flash backward: 5 matmuls against 2; unfused: 2x forward
+        # attention dropout in a fused kernel: the forward (and a recomputed one) at DROPOUT_ATTN_RATE fwd of its
+        # rate, the backward at bwd (its ratio to the slowed forward)
+        dropped = fused & (c["dropout"] > 0)
+        drop_fwd = np.where(dropped, 1.0 / DROPOUT_ATTN_RATE["fwd"], 1.0)
+        t_attn_full, t_attn_win = t_attn_full * drop_fwd, t_attn_win * drop_fwd
+        attn_bwd = attn_bwd * np.where(dropped, DROPOUT_ATTN_RATE["fwd"] / DROPOUT_ATTN_RATE["bwd"], 1.0)
 
         # element-wise work through HBM: norms and residual adds (h, split over tp with sequence
         # parallelism), rotary on q and k (MLA: the rotary part only, its shared key on every tp rank),

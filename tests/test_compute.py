@@ -81,16 +81,25 @@ def test_mfu_never_exceeds_the_gemm_ceiling(cal):
     assert np.all(out["mfu_full_attn"][ok] >= out["mfu"][ok])
 
 
-def test_dropout_adds_only_its_masks_to_the_fused_residual_add():
+def test_dropout_adds_its_masks_and_slows_the_flash_kernel():
     """Megatron-Core fuses bias, dropout and the residual add (bias_dropout_add): dropout adds no pass of its
-    own, only the two 1-byte masks it writes per h-wide element. Llama-3-8B, tp 1, 8,192 tokens on an H100:
-    2 B x 8,192 x 4,096 / 3.35e12 B/s = 20.03 us more per layer forward, twice that backward (the model
-    charged two separate dropout passes, 5 elements of h, whether or not the model used dropout)."""
+    own, only the two 1-byte masks it writes per h-wide element: Llama-3-8B, tp 1, 8,192 tokens on an H100,
+    2 B x 8,192 x 4,096 / 3.35e12 B/s = 20.03 us more per layer forward, twice that backward. Attention
+    dropout inside the flash kernel draws a Philox number per score forward and again backward: the kernel
+    at 80% of its no-dropout rate forward and 65% backward (flash-attention PR #2597, the midpoints of
+    75-85% and 60-70%), so the core's forward t grows to t / 0.80 and its 2.5 t backward to 2.5 t / 0.65."""
     row = dict(model="llama3-8b", n_gpus=8, global_batch=8, seq_len=8192, tp=1, pp=1, recompute="selective")
     off, on = _eval(**row, dropout=0.0), _eval(**row, dropout=0.1)
     per_layer = 2 * 8192 * 4096 / 3.35e12
-    assert on["time_layer_fwd_s"][0] - off["time_layer_fwd_s"][0] == pytest.approx(per_layer, rel=1e-6)
-    assert on["time_compute_mb_s"][0] - off["time_compute_mb_s"][0] == pytest.approx(32 * 3 * per_layer, rel=1e-6)
+    t = off["time_attn_fwd_s"][0]
+    assert on["time_attn_fwd_s"][0] == pytest.approx(t / 0.80, rel=1e-9)
+    assert on["time_layer_fwd_s"][0] - off["time_layer_fwd_s"][0] == pytest.approx(per_layer + t * (1 / 0.80 - 1), rel=1e-6)
+    core = t * (1 / 0.80 + 2.5 / 0.65 - 3.5)
+    assert on["time_compute_mb_s"][0] - off["time_compute_mb_s"][0] == pytest.approx(32 * (3 * per_layer + core), rel=1e-6)
+    # unfused attention (megatron-2021) already streams its dropout through HBM with the scores
+    # (UNFUSED_SCORE_BYTES): its core is the same with or without the flag
+    old = dict(row, stack="megatron-2021")
+    assert _eval(**old, dropout=0.1)["time_attn_fwd_s"][0] == _eval(**old, dropout=0.0)["time_attn_fwd_s"][0]
 
 
 def test_unfused_attention_streams_13_bytes_per_score_and_takes_its_stack_factor():
