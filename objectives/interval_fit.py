@@ -23,7 +23,10 @@ Derivation (:func:`derive`; the interval's form is in objectives/intervals.py):
    the stack, it lowered the nested held-out Laplace likelihood (-1.642 against -1.683 per run) and the
    nested coverage (63% against 73% of runs) on the residuals of 2026-12; the generation is an axis of
    the distance instead.
-3. Quantiles: z_10 and z_90 of log_ratio / sigma, every source weighing the same.
+3. Quantiles: z_10 and z_90 of log_ratio / sigma, the wider of those with every source weighing the same
+   and with every run weighing the same: the interval is to hold 80% of the runs however they are counted.
+   With the source-weighted quantiles alone the nested coverage was 68% over runs (74% source-weighted):
+   the two MosaicML A100 sources hold 139 of the 294 runs and one twelfth of the weight each.
 
 Coverage (:func:`coverage`) is nested: for each source, the intervals are derived again without it (its
 runs neither in the factors' fit nor in the intervals'), its runs' distances taken from the others'
@@ -169,9 +172,11 @@ def derive(res: pd.DataFrame, command: str = "") -> dict:
     c = _columns(res)
     _, _, sigma = log_band(c["stack"], c["moe"], dist, params)
     z = res["log_ratio"].to_numpy(dtype=np.float64) / sigma
-    w = equal_source_weights(res)
-    params["quantile"] = {"lo": weighted_quantile(z, w, (1.0 - LEVEL) / 2.0),
-                          "hi": weighted_quantile(z, w, (1.0 + LEVEL) / 2.0)}
+    # the wider of the quantiles with every source weighing the same and with every run weighing the same,
+    # so that the interval means LEVEL of a design's runs whichever way they are counted (module doc, step 3)
+    weights = (equal_source_weights(res), np.ones(len(res)))
+    params["quantile"] = {"lo": min(weighted_quantile(z, w, (1.0 - LEVEL) / 2.0) for w in weights),
+                          "hi": max(weighted_quantile(z, w, (1.0 + LEVEL) / 2.0) for w in weights)}
     params.update({
         "level": LEVEL, "stacks": list(STACKS), "generations": list(GENERATIONS), "features": list(FEATURES),
         "ground": ground_of(res),

@@ -32,8 +32,8 @@ leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshira
 - the widening stops at ``d_cap`` (the largest distance a held-out run had: beyond it the residuals say
   nothing); ``interval_extrapolated`` marks designs past it, whose interval is then a lower bound on the
   model's uncertainty.
-- ``z_10``, ``z_90``: the 10% and 90% quantiles of the held-out residuals divided by their sigma, every
-  source weighing the same.
+- ``z_10``, ``z_90``: the 10% and 90% quantiles of the held-out residuals divided by their sigma, the
+  wider of every source weighing the same and every run weighing the same (objectives.interval_fit).
 
 Times, costs and energy follow the step time: time_to_train_days, run_cost_usd (and tco_usd, its old
 name), energy_mwh, usd_per_mtok and gpu_hours scale with it (objectives.reliability, objectives.cost,
