@@ -32,7 +32,8 @@ def covered(residuals):
 
 def test_coverage_on_left_out_sources(covered, residuals):
     """Issue 14, must show: 70-90% of the left-out runs inside their 80% interval, counted over runs and with
-    every source weighing the same; stored residuals of 2026-12 (294 runs, DeepSeek-V3 in; attention dropout charged; quantiles the wider of the two weightings): 71% and 77%, median half-width 7.5%."""
+    every source weighing the same; stored residuals of 2026-12 (294 runs, DeepSeek-V3 in; attention dropout
+    charged; quantiles the wider of the two weightings): 71% and 77%, median half-width 7.5%."""
     per, overall = covered
     assert 0.70 <= overall["coverage"] <= 0.90, overall
     assert 0.70 <= overall["coverage_source_weighted"] <= 0.90, overall

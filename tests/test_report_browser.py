@@ -180,7 +180,10 @@ def test_serving_report_in_chromium(serving_dir, tmp_path):
     gpu = got["kinds"]["gpu"]
     assert all(i["point"] == i["swatch"] for i in gpu["items"]), gpu["items"]
     assert got["rec"].startswith("Recommended: ") and "per million output tokens" in got["rec"]
-    # every front design is disaggregated since the prefill pool is searched: serving is said once, beside the table
-    assert {"ttft_s", "tpot_s", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu", "usd_per_mtok_out",
-            "prefill_gpus"} <= set(got["headers"])
+    # every front design is disaggregated since the prefill pool is searched: serving is said once, beside the
+    # table; the prefill pool's GPUs are a column, or said there once where every pool has the same
+    assert {"ttft_s", "tpot_s", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu", "usd_per_mtok_out"} \
+        <= set(got["headers"])
+    note = re.search(r"Every front design has (.*?)\.</p>", html).group(1)
+    assert "prefill_gpus" in got["headers"] or "prefill_gpus <b>" in note
     assert got["right"] <= got["width"] and got["scroll"][0] <= got["scroll"][1], got  # no horizontal scroll
