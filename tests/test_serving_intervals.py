@@ -116,13 +116,14 @@ def test_shipped_parameters_derive_from_the_residuals(residuals):
 def test_log_sigma_by_hand():
     """b0 = log 0.1, engine level 0.2 (code 0), b_moe 0.3, b_attn_dp 0.1, kappa 0.05 up to d_cap 2, 0.25 beyond
     up to d_far 4, b_unvalidated 0.5: a dense trtllm row at d 1 has log sigma log 0.1 + 0.2 + 0.05 = -2.0526;
-    MoE under attention DP at d 3: log 0.1 + 0.2 + 0.3 + 0.1 + 0.1 + 0.25 = -1.3526; the same at d 9 stops at
-    d_far: + 0.1 + 0.5 = -1.1026; a vLLM row (code 1, level 0) twice unvalidated at d 0: log 0.1 + 1.0 = -1.3026."""
+    MoE under attention DP at d 3: log 0.1 + 0.2 + 0.3 + 0.1 + 0.1 + 0.25 = -1.3526; the same with MLA (b_mla
+    0.4) at d 9 stops at d_far: + 0.1 + 0.5 + 0.4 = -0.7026; a vLLM row (code 1, level 0) twice unvalidated at
+    d 0: log 0.1 + 1.0 = -1.3026."""
     params = {"scale": {"intercept": np.log(0.1), "engine": [0.2, 0.0, 0.0, -0.2], "moe": 0.3, "attn_dp": 0.1,
-                        "kappa": 0.05, "d_cap": 2.0, "kappa_beyond": 0.25, "d_far": 4.0, "unvalidated": 0.5}}
+                        "mla": 0.4, "kappa": 0.05, "d_cap": 2.0, "kappa_beyond": 0.25, "d_far": 4.0, "unvalidated": 0.5}}
     got = log_sigma(np.array([0.0, 0.0, 0.0, 1.0]), np.array([0.0, 1.0, 1.0, 0.0]), np.array([0.0, 1.0, 1.0, 0.0]),
-                    np.array([1.0, 3.0, 9.0, 0.0]), np.array([0.0, 0.0, 0.0, 2.0]), params)
-    np.testing.assert_allclose(got, np.log(0.1) + np.array([0.25, 0.95, 1.2, 1.0]), rtol=1e-12)
+                    np.array([0.0, 0.0, 1.0, 0.0]), np.array([1.0, 3.0, 9.0, 0.0]), np.array([0.0, 0.0, 0.0, 2.0]), params)
+    np.testing.assert_allclose(got, np.log(0.1) + np.array([0.25, 0.95, 1.6, 1.0]), rtol=1e-12)
 
 
 @pytest.fixture(scope="module")

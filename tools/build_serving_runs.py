@@ -30,7 +30,8 @@ MD_PATH = REPO / "objectives" / "catalog" / "serving_runs.md"
 COLUMNS = [
     "run_id", "source_key", "source", "framework_version", "scenario", "model", "gpu", "n_gpus", "tp", "pp", "ep",
     "attn_dp", "precision", "kv_precision", "engine", "input_len", "output_len", "concurrency", "request_rate_per_s",
-    "replicas", "benchmark_requests", "max_batch_size", "max_num_tokens", "kv_mem_frac", "measured_output_tokens_per_s_per_gpu",
+    "replicas", "benchmark_requests", "max_batch_size", "max_num_tokens", "kv_mem_frac", "attn_dp_balance",
+    "measured_output_tokens_per_s_per_gpu",
     "measured_ttft_s", "measured_tpot_s",
     "include", "exclude_reason", "row_ids", "notes",
 ]

@@ -54,7 +54,8 @@ def operating_point(step: StepModel, c, concurrency) -> dict[str, np.ndarray]:
     of the steps, independently of the others (TensorRT-LLM's attention-DP balancing, which would align
     them, is off by default: ``attention_dp_config.enable_balance``). A step waits for its slowest group
     (the expert all-gather joins them), so a share 1 - (1 - p)^attn_dp of the steps runs at the mixed
-    step's pace."""
+    step's pace; with ``attn_dp_balance`` 1 (enable_balance) the groups take their prompts in the same
+    steps, a share p mixed, every group with a chunk."""
     isl, osl, pp, groups = c["input_len"], c["output_len"], c["pp"], c["attn_dp"]
     budget = c["token_budget"]
     total = budget * groups
@@ -71,9 +72,13 @@ def operating_point(step: StepModel, c, concurrency) -> dict[str, np.ndarray]:
     dec = r * decode_steps
     chunk = np.minimum(np.maximum(isl, r * isl / groups), np.maximum(budget - dec / groups, 1.0))
     carry = np.minimum(r * isl / (groups * chunk), 1.0)  # a group's share of steps with a chunk
-    mixed_frac = 1.0 - (1.0 - carry) ** groups
-    # a mixed step's groups with a chunk: groups x carry / mixed_frac on average (at least one); the experts
-    # see all their prefill tokens, the slowest group paces the attention
+    # independent groups: a step is mixed where any group has a chunk; balanced (attention_dp_config
+    # enable_balance: a group with a prompt waits until every group has one, TensorRT-LLM tech blog 10,
+    # "ADP Balance Strategy": 1.33x on DeepSeek-V3 DEP8 on GB200) the chunks land in the same steps
+    balanced = c["attn_dp_balance"] > 0
+    mixed_frac = np.where(balanced, carry, 1.0 - (1.0 - carry) ** groups)
+    # a mixed step's groups with a chunk: groups x carry / mixed_frac on average (at least one; all of them
+    # balanced); the experts see all their prefill tokens, the slowest group paces the attention
     carrying = np.where(mixed_frac > 0, groups * carry / np.maximum(mixed_frac, 1e-12), 1.0)
     t_mixed = step.time(dec, chunk, mixed=True, pre_stage=chunk * carrying)
     t_decode = step.time(dec, 0.0, mixed=False)
@@ -98,7 +103,7 @@ def _bisect(lo, hi, ok, steps=BISECTIONS):
 class ServingBatching(Model):
     requires = tuple(dict.fromkeys(STEP_COLUMNS + ServingMemory.requires + tuple(PREFILL_MAPPING) + (
         "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
-        "n_gpus", "serving", "kv_bytes_per_token")))
+        "n_gpus", "serving", "kv_bytes_per_token", "attn_dp_balance")))
     provides = {
         "concurrency": "requests; requests in flight per instance at the operating point",
         "ttft_s": "s; time to first token at steady state (no admission queueing)",

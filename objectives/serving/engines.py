@@ -33,11 +33,11 @@ The fitted factors (bounded, few; docs/serving.md says what each stands for and 
 ``hbm_eff`` (HBM bandwidth reached streaming weights and KV), ``gemm_eff_scale`` by precision (the
 engines' GEMMs and attention against the GPU's measured large-GEMM and flash-attention efficiency),
 ``gemm_rows_half`` (rows at which a GEMM runs at half rate), ``expert_gemm_scale`` (grouped expert GEMMs
-against dense ones), ``expert_load_cv`` (the spread of one expert's routed load, which sets the busiest
-expert-parallel GPU's load over the mean by the experts it holds and the GPUs it is the busiest of),
+against dense ones),
 ``allreduce_latency_s`` (one small tensor-parallel all-reduce), per engine ``host_step_s`` and
 ``host_request_s`` (host time per step, and per request in it: scheduling, sampling, output processing),
-and ``host_grace_scale`` (that host time on a Grace host over an x86 one).
+and ``host_grace_scale`` (that host time on a Grace host over an x86 one), and ``expert_load_cv`` (the spread of
+one expert's routed load, which sets the busiest expert-parallel GPU's load, at most the measured 2.55x).
 No published run measures vLLM or SGLang (objectives/catalog/serving_runs.md): their host factors keep the
 priors below, and what they share with TensorRT-LLM (the GPU's rates) is TensorRT-LLM's fit.
 """
@@ -114,10 +114,11 @@ class ServingCalibration:
     #: training model's ``gemm_n_half`` is the same idea, objectives/calibration.py)
     gemm_rows_half: float = 64.0
     #: coefficient of variation of one routed expert's load (objectives/serving/step.py: the busiest of ep GPUs
-    #: holding E / ep experts each carries 1 + cv sqrt(2 ln ep / (E / ep)) of the mean). Prior 1: SGLang's EP72
-    #: decode of DeepSeek-V3 (3.6 experts a GPU) gained 2.54x from EPLB's rebalancing, 1 + 1.55 cv at cv 1
-    #: (inference-measurements.md 2.4)
-    expert_load_cv: float = 1.0
+    #: holding E / ep experts each carries 1 + cv sqrt(2 ln ep / (E / ep)) of the mean, at most IMBALANCE_MAX).
+    #: Prior 1.28, measured: DeepSeek-R1 without EPLB, std 164.1 over a mean of 128 routed tokens per expert
+    #: slot (TensorRT-LLM tech blog 4, "Scaling Expert Parallelism", Table 1, EP 32). Its box ends at 1.68, the
+    #: spread at which the form gives that table's hottest rank (2.56x the mean, 8 experts a GPU at EP 32)
+    expert_load_cv: float = 1.28
     #: routed experts' grouped GEMMs against dense GEMMs at the same precision (one GEMM per expert with
     #: its own rows, a tail of small ones; CUTLASS grouped GEMM in TensorRT-LLM's fused MoE)
     expert_gemm_scale: float = 1.0

@@ -94,6 +94,7 @@ def residual_table(runs: pd.DataFrame, by_model: pd.DataFrame, by_engine: pd.Dat
         "scenario": runs["scenario"].to_numpy(), "model": runs["model"].to_numpy(), "gpu": runs["gpu"].to_numpy(),
         "engine": runs["engine"].to_numpy(), "generation": np.asarray(GENERATIONS, dtype=object)[gen.astype(int)],
         "moe": (np.nan_to_num(np.asarray(f["moe_experts"], dtype=float)) > 0).astype(int),
+        "mla": (np.nan_to_num(np.asarray(f["kv_lora_rank"], dtype=float)) > 0).astype(int),
         "precision": runs["precision"].to_numpy(), "kv_precision": runs["kv_precision"].to_numpy(),
         **{c: np.asarray(f[c], dtype=float) for c in FEATURE_COLUMNS},
         "measured_output_tokens_per_s_per_gpu": runs["measured_output_tokens_per_s_per_gpu"].to_numpy(dtype=float),

@@ -9,7 +9,7 @@ Derivation (:func:`derive`; the interval's form is in objectives/serving/interva
 1. Distances: each measurement's distance from the validated ranges of the *other* architectures (what a
    design of a model no measurement has sees), so that the widening per octave is learnt from real
    extrapolation.
-2. Scale: log sigma = b0 + b_engine + b_moe + b_attn_dp + kappa * d by maximum likelihood of a Laplace
+2. Scale: log sigma = b0 + b_engine + b_moe + b_attn_dp + b_mla + kappa * d by maximum likelihood of a Laplace
    distribution of the log ratio, every source weighing the same, Newton's method; the level effects carry a
    ridge of one source's weight (:data:`RIDGE`), kappa >= 0. The held-out distances are mostly of model
    size (each fold keeps every GPU, engine and deployment shape), and dense models extrapolate in size
@@ -66,6 +66,7 @@ def columns(res: pd.DataFrame) -> dict[str, np.ndarray]:
     c["engine"] = res["engine"].map(ENGINES.index).to_numpy(dtype=np.float64)
     c["moe"] = res["moe"].to_numpy(dtype=np.float64)
     c["attn_dp_on"] = (res["attn_dp"].to_numpy(dtype=np.float64) > 1) * 1.0
+    c["mla"] = res["mla"].to_numpy(dtype=np.float64)
     return c
 
 
@@ -97,12 +98,12 @@ def fit_scale(res: pd.DataFrame, dist: np.ndarray, ridge: float = RIDGE) -> dict
     """Step 2 of the derivation (module doc): objectives.interval_derivation.fit_log_scale."""
     c = columns(res)
     x = np.column_stack([np.ones(len(res)), np.eye(len(ENGINES))[c["engine"].astype(int)], c["moe"], c["attn_dp_on"],
-                         dist])
+                         c["mla"], dist])
     a = np.maximum(np.abs(res["log_ratio"].to_numpy(dtype=np.float64)), FLOOR)
     theta = fit_log_scale(x, a, equal_source_weights(res), ridge)
     k = len(ENGINES)
     return {"intercept": float(theta[0]), "engine": [float(t) for t in theta[1:1 + k]], "moe": float(theta[1 + k]),
-            "attn_dp": float(theta[2 + k]), "kappa": float(theta[-1]), "d_cap": float(np.max(dist)), "unvalidated": 0.0,
+            "attn_dp": float(theta[2 + k]), "mla": float(theta[3 + k]), "kappa": float(theta[-1]), "d_cap": float(np.max(dist)), "unvalidated": 0.0,
             **_beyond(float(theta[-1]), float(np.max(dist)))}
 
 
@@ -118,7 +119,7 @@ def _sigma(res: pd.DataFrame, params: dict, dist: np.ndarray, unvalidated=0.0, p
     c = columns(res)
     if pool_engine:
         params = {**params, "scale": {**params["scale"], "engine": [0.0] * len(ENGINES)}}
-    return np.exp(log_sigma(c["engine"], c["moe"], c["attn_dp_on"], dist, unvalidated, params))
+    return np.exp(log_sigma(c["engine"], c["moe"], c["attn_dp_on"], c["mla"], dist, unvalidated, params))
 
 
 def _unvalidated(res: pd.DataFrame, params: dict, dist_engine: np.ndarray) -> float:

@@ -7,13 +7,14 @@ residuals the serving model's on published measurements it was not fitted to
 its model architecture, objectives/serving/heldout.py; ``catalog/serving_loso_residuals.csv``), its
 parameters derived from them by objectives/serving/interval_fit.py (``catalog/serving_intervals.json``):
 
-    log sigma = b0 + b_engine + b_moe + b_attn_dp + kappa * min(d, d_cap)
+    log sigma = b0 + b_engine + b_moe + b_attn_dp + b_mla + kappa * min(d, d_cap)
                 + kappa_beyond * clip(d - d_cap, 0, d_far - d_cap) + b_unvalidated * u
     log(predicted / measured output tokens/s per GPU) in [sigma * z_10, sigma * z_90]
 
-- ``b_engine`` (TensorRT-LLM 1.0's ``trtllm``, 0.14-0.18's ``trtllm-2024``), ``b_moe`` (an MoE model) and
-  ``b_attn_dp`` (attention data parallelism): what the model is less sure of, one level each, fitted with a
-  ridge toward the pool (objectives/serving/interval_fit.py).
+- ``b_engine`` (TensorRT-LLM 1.0's ``trtllm``, 0.14-0.18's ``trtllm-2024``), ``b_moe`` (an MoE model),
+  ``b_attn_dp`` (attention data parallelism) and ``b_mla`` (multi-head latent attention, ``kv_lora_rank`` > 0:
+  absorbed decode attention, replicated latent KV, DeepSeek's routing): what the model is less sure of, one
+  level each, fitted with a ridge toward the pool (objectives/serving/interval_fit.py).
 - ``d`` (``validated_distance_oct``): the norm over :data:`FEATURES` of each axis' distance, in octaves, from
   the range the published measurements of the same engine span on it (every engine's where the engine has
   none): GPU count and each parallelism degree, the model's total and active parameters, input and output
@@ -107,10 +108,11 @@ def range_distance(octaves: dict[str, np.ndarray], engine: np.ndarray, ground: d
     return np.sqrt(np.broadcast_to(total, shape))
 
 
-def log_sigma(engine, moe, attn_dp, dist, unvalidated, params: dict) -> np.ndarray:
-    """log sigma of each row (module doc); ``moe`` and ``attn_dp`` 0/1, ``unvalidated`` 0, 1 or 2."""
+def log_sigma(engine, moe, attn_dp, mla, dist, unvalidated, params: dict) -> np.ndarray:
+    """log sigma of each row (module doc); ``moe``, ``attn_dp`` and ``mla`` 0/1, ``unvalidated`` 0, 1 or 2."""
     s = params["scale"]
     return (s["intercept"] + lookup(s["engine"], as_codes(engine)) + s["moe"] * moe + s["attn_dp"] * attn_dp
+            + s.get("mla", 0.0) * mla  # parameters derived before the MLA level: none
             + s["kappa"] * np.minimum(dist, s["d_cap"])
             + s["kappa_beyond"] * np.clip(dist - s["d_cap"], 0.0, s["d_far"] - s["d_cap"]) + s["unvalidated"] * unvalidated)
 
@@ -129,7 +131,7 @@ def load_params(path: Path = INTERVAL_PATH) -> dict:
 class ServingIntervals(Model):
     """80% intervals of the serving throughput, latencies and cost per token (module doc)."""
 
-    requires = ("engine", "serving", "moe_experts", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
+    requires = ("engine", "serving", "moe_experts", "kv_lora_rank", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
                 *(f for f in FEATURES if f != "generation"), *THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s",
                 "tokens_per_s_per_user")
     provides = {
@@ -158,8 +160,8 @@ class ServingIntervals(Model):
         d_cap = params["scale"]["d_cap"]
         engine = as_codes(c["engine"])
         unvalidated = lookup(np.asarray(params["unvalidated_engines"], dtype=np.float64), engine) + 2.0 * disaggregated
-        sigma = np.exp(log_sigma(engine, (c["moe_experts"] > 0) * 1.0, (c["attn_dp"] > 1) * 1.0, dist, unvalidated,
-                                 params))
+        sigma = np.exp(log_sigma(engine, (c["moe_experts"] > 0) * 1.0, (c["attn_dp"] > 1) * 1.0,
+                                 (c["kv_lora_rank"] > 0) * 1.0, dist, unvalidated, params))
         q = params["quantile"]
         out = {"validated_distance_oct": np.broadcast_to(dist, shape),
                "interval_extrapolated": np.broadcast_to((dist > d_cap) | (unvalidated > 0), shape)}

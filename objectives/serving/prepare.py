@@ -47,6 +47,9 @@ SERVING_DEFAULTS: dict[str, float] = {
     "max_batch_size": np.nan, "max_num_tokens": np.nan, "kv_mem_frac": np.nan,
     # MoE under attention data parallelism: 0 all-gather and reduce-scatter (the engines' default), 1 all-to-all
     "moe_all_to_all": 0.0,
+    # attention data parallelism: 1 where the groups take their prompts in the same steps (TensorRT-LLM
+    # attention_dp_config enable_balance, off by default; objectives/serving/batching.py)
+    "attn_dp_balance": 0.0,
     # disaggregated serving: the prefill instance's mapping (blank: the decode instance's; objectives/serving/disaggregated.py)
     "prefill_n_gpus": np.nan, "prefill_tp": np.nan, "prefill_pp": np.nan, "prefill_ep": np.nan, "prefill_attn_dp": np.nan,
 }
@@ -156,6 +159,11 @@ def _check_values(floats: Columns) -> None:
         row = bad_row(~(v >= 1) & ~((name == "replicas") & np.isnan(v)))
         if row is not None:
             raise InputError(f"{v[row]:g} is not valid; needs a whole number >= 1", column=name, row=row)
+    for name in ("moe_all_to_all", "attn_dp_balance"):
+        v = distinct_cells(floats[name])
+        row = bad_row((v != 0) & (v != 1))
+        if row is not None:
+            raise InputError(f"{v[row]:g} is not valid; needs 0 or 1", column=name, row=row)
     frac = distinct_cells(floats["kv_mem_frac"])
     row = bad_row(frac > 1)
     if row is not None:

@@ -57,7 +57,7 @@ from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
 from objectives.transformer import attended_keys
 
-__all__ = ["StepModel", "experts_touched", "STEP_COLUMNS"]
+__all__ = ["StepModel", "experts_touched", "STEP_COLUMNS", "IMBALANCE_MAX"]
 
 #: the columns a StepModel reads (a model that builds one declares them among its ``requires``)
 STEP_COLUMNS = (
@@ -86,6 +86,8 @@ _OVERLAP = engine_trait("overlap")
 _GRAPHS = engine_trait("graphs")
 _GRAPH_MAX = engine_trait("graph_max_batch")
 ACT_BYTES = 2.0  # 16-bit activations on the wire
+#: the busiest expert-parallel GPU's routed load over the mean, at most (StepModel: measured without EPLB)
+IMBALANCE_MAX = 2.55
 
 
 class StepModel:
@@ -144,11 +146,16 @@ class StepModel:
         # n = E / ep experts a GPU holds, each expert's load spread with coefficient of variation
         # ``expert_load_cv`` (independent experts: the GPU's cv is cv / sqrt(n)), and the busiest of the ep
         # GPUs sits about sqrt(2 ln ep) of those spreads above the mean (the expected largest of ep normal
-        # variables, Cramer 1946 Sec. 28.6): few experts a GPU over many GPUs is the worst case (SGLang's
-        # EP72 decode: EPLB gained 2.54x, inference-measurements.md 2.4); 32 experts a GPU at EP 8 average out
+        # variables, Cramer 1946 Sec. 28.6). Both ends are measured: cv's prior 1.28 is DeepSeek-R1's
+        # per-expert spread without EPLB (TensorRT-LLM tech blog 4, Table 1: std 164.1 over a mean of 128
+        # tokens per expert slot, EP 32 on 32 GB200; objectives/serving/fit.py its box), and the busiest GPU carries at most
+        # ``IMBALANCE_MAX`` = 2.55x the mean, the worst measured without rebalancing (the same table: the
+        # hottest of 32 ranks 1 + 1.564; SGLang's EP72 decode: EPLB gained 2.54x, inference-measurements.md
+        # 2.4), which the normal form overshoots at a few experts a GPU over many GPUs (3.0x at EP 72)
         ep = c["ep"]
         per_gpu = np.maximum(experts / np.maximum(ep, 1.0), 1.0)
-        imbalance = 1.0 + cal.expert_load_cv * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0)) / per_gpu)
+        imbalance = np.minimum(1.0 + cal.expert_load_cv * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0)) / per_gpu),
+                               IMBALANCE_MAX)
         self.imbalance = imbalance
         self.expert_flop = 2.0 * moe_layers * topk * c["params_expert_layer"] / experts / g \
             / np.where(moe, cal.expert_gemm_scale, 1.0) / _fill(np.minimum(h, c["d_ff"] / expert_split), n_half) / rate
