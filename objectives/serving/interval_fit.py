@@ -103,7 +103,8 @@ def fit_scale(res: pd.DataFrame, dist: np.ndarray, ridge: float = RIDGE) -> dict
     theta = fit_log_scale(x, a, equal_source_weights(res), ridge)
     k = len(ENGINES)
     return {"intercept": float(theta[0]), "engine": [float(t) for t in theta[1:1 + k]], "moe": float(theta[1 + k]),
-            "attn_dp": float(theta[2 + k]), "mla": float(theta[3 + k]), "kappa": float(theta[-1]), "d_cap": float(np.max(dist)), "unvalidated": 0.0,
+            "attn_dp": float(theta[2 + k]), "mla": float(theta[3 + k]),
+            "kappa": float(theta[-1]), "d_cap": float(np.max(dist)), "unvalidated": 0.0,
             **_beyond(float(theta[-1]), float(np.max(dist)))}
 
 
