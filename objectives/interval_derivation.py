@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["RIDGE", "FLOOR", "equal_source_weights", "fit_log_scale", "weighted_quantile", "write_params", "main"]
+__all__ = ["RIDGE", "FLOOR", "equal_source_weights", "fit_log_scale", "weighted_quantile", "band_quantiles", "write_params", "main"]
 
 #: prior precision of each level effect of log sigma, in sources' weights
 RIDGE = 1.0
@@ -63,6 +63,15 @@ def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> floa
     v, w = values[order], weights[order]
     cum = (np.cumsum(w) - 0.5 * w) / np.sum(w)
     return float(np.interp(q, cum, v))
+
+
+def band_quantiles(z: np.ndarray, source_weights: np.ndarray, level: float) -> tuple[float, float]:
+    """(lo, hi): the (1 - level)/2 and (1 + level)/2 quantiles of the standardized residuals ``z``, the wider of
+    those with every source weighing the same (``source_weights``) and with every run weighing the same, so
+    that an interval holds ``level`` of the measurements however they are counted."""
+    weights = (source_weights, np.ones(len(z)))
+    return (min(weighted_quantile(z, w, (1.0 - level) / 2.0) for w in weights),
+            max(weighted_quantile(z, w, (1.0 + level) / 2.0) for w in weights))
 
 
 def write_params(params: dict, path: str | Path) -> None:

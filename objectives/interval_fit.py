@@ -43,7 +43,7 @@ import pandas as pd
 
 from objectives import interval_derivation
 from objectives.calibration import STACKS
-from objectives.interval_derivation import FLOOR, RIDGE, equal_source_weights, fit_log_scale, weighted_quantile
+from objectives.interval_derivation import FLOOR, RIDGE, band_quantiles, equal_source_weights, fit_log_scale
 from objectives.intervals import (
     AXES,
     FEATURES,
@@ -174,9 +174,8 @@ def derive(res: pd.DataFrame, command: str = "") -> dict:
     z = res["log_ratio"].to_numpy(dtype=np.float64) / sigma
     # the wider of the quantiles with every source weighing the same and with every run weighing the same,
     # so that the interval means LEVEL of a design's runs whichever way they are counted (module doc, step 3)
-    weights = (equal_source_weights(res), np.ones(len(res)))
-    params["quantile"] = {"lo": min(weighted_quantile(z, w, (1.0 - LEVEL) / 2.0) for w in weights),
-                          "hi": max(weighted_quantile(z, w, (1.0 + LEVEL) / 2.0) for w in weights)}
+    lo, hi = band_quantiles(z, equal_source_weights(res), LEVEL)
+    params["quantile"] = {"lo": lo, "hi": hi}
     params.update({
         "level": LEVEL, "stacks": list(STACKS), "generations": list(GENERATIONS), "features": list(FEATURES),
         "ground": ground_of(res),

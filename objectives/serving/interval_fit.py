@@ -44,7 +44,15 @@ import numpy as np
 import pandas as pd
 
 from objectives import interval_derivation
-from objectives.interval_derivation import FLOOR, RIDGE, equal_source_weights, fit_log_scale, weighted_quantile, write_params
+from objectives.interval_derivation import (
+    FLOOR,
+    RIDGE,
+    band_quantiles,
+    equal_source_weights,
+    fit_log_scale,
+    weighted_quantile,
+    write_params,
+)
 from objectives.intervals import GENERATIONS
 from objectives.intervals import INTERVAL_PATH as TRAINING_INTERVALS
 from objectives.serving.engines import ENGINES
@@ -144,9 +152,9 @@ def derive(res: pd.DataFrame, command: str = "", dist_engine: np.ndarray | None 
     scale["unvalidated"] = _unvalidated(res, params, dist_engine) if dist_engine is not None else 0.0
     sigma = _sigma(res, params, dist)
     w = equal_source_weights(res)
-    lo, hi = (1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0
     z = res["log_ratio"].to_numpy(dtype=np.float64) / sigma
-    params["quantile"] = {"lo": weighted_quantile(z, w, lo), "hi": weighted_quantile(z, w, hi)}
+    lo, hi = band_quantiles(z, w, LEVEL)  # the wider of source and measurement weights, as training's
+    params["quantile"] = {"lo": lo, "hi": hi}
     online = (res["scenario"] == "online").to_numpy()
     for key in ("tpot", "ttft"):
         r = res[f"log_ratio_{key}"].to_numpy(dtype=np.float64)
