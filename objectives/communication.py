@@ -14,11 +14,15 @@ Volumes (16-bit activations; gradients in the stack's precision):
   (``--async-tensor-model-parallel-allreduce``, Megatron-LM default since September 2021; the input-gradient
   AR or RS behind the weight-gradient GEMM, the re-gather behind the input-gradient GEMM), those are
   exposed by what exceeds their GEMM; everything else is exposed.
-- Context parallelism (ring attention, Liu et al. 2023; Megatron-Core CP): per layer each rank passes its
-  K and V chunk around the cp ring (cp-1 steps) in the forward, K, V and their gradients in the backward,
-  overlapped with the attention core; only what exceeds it is exposed. A ring over more than one NVLink
-  domain steps at its cross-domain hop (``collectives.ring_hop_s``); a recomputed attention core (full
-  recompute; selective on unfused stacks) passes K and V around again.
+- Context parallelism (ring attention, Liu et al. 2023; Megatron-Core CP with Transformer Engine's
+  ``cp_comm_type`` p2p, ``AttnFuncWithCPAndKVP2P``): each layer runs cp steps per pass, each rank's
+  attention against one K/V chunk, and each step sends the chunk the next step needs to the ring's next
+  rank while it computes (forward: cp - 1 K/V sends; backward: K/V, then K/V with the dK/dV accumulated so
+  far, then dK/dV alone: two single and cp - 2 double sends). A step cannot start before its chunk has
+  arrived, so each send hides behind its own step's attention (the core's time / cp), not behind the
+  whole core: what exceeds a step is exposed step by step. A ring over more than one
+  NVLink domain steps at its cross-domain hop (``collectives.ring_hop_s``); a recomputed attention core
+  (full recompute; selective on unfused stacks) passes K and V around again.
 - Expert parallelism (Lepikhin et al. 2021, GShard): per MoE layer of the busiest stage
   (objectives.layout; dense layers and shared experts dispatch nothing) an all-to-all dispatch and combine of
   top-k copies of each token in the forward, and again in the backward, and in the recomputed forward of
@@ -148,14 +152,28 @@ class Communication(Model):
         tp_exposed = layers * (lookup(np.where(_TP_OVERLAP > 0, cal.tp_comm_exposed, 1.0), stack) * pipelined
                                + np.where(tp_async, async_left, 2.0 * per_gemm))
 
-        # context parallel ring: (cp-1) K+V chunk passes fwd, K, V, dK, dV bwd; stride tp. Its slowest hop
-        # paces each step (collectives.ring_hop_s); a re-run attention core passes K and V again
-        # K and V chunk (MLA: its up-projected per-head keys and values, Megatron-Core's CP on MLA)
+        # context parallel ring, stride tp: the K and V chunk (MLA: its up-projected per-head keys and values,
+        # Megatron-Core's CP on MLA), one send per step behind that step's attention (TE
+        # AttnFuncWithCPAndKVP2P: each step waits for its chunk, req.wait(), before its kernel); its slowest
+        # hop paces each step (collectives.ring_hop_s). Forward: cp - 1 K/V sends behind steps of
+        # t_attn / cp; backward (2.5x the forward's attention): the first step sends K/V, the middle ones
+        # K/V with dK/dV, the last dK/dV alone. A re-run attention core passes K and V again
         kv_chunk = ACT_BYTES * tokens * c["n_kv_heads"] * (c["attn_qk_dim"] + c["attn_v_dim"]) / np.minimum(t, c["n_kv_heads"])
-        cp_fwd = (cp - 1.0) * ring_hop_s(kv_chunk, cp, t, net)
+        ring = cp > 1
+        hop = ring_hop_s(kv_chunk, cp, t, net)
+        step_fwd = c["time_attn_fwd_s"] / cp
+
+        def behind_step(send, window):
+            """One ring step: the send's excess over its step's attention. The hidden part costs the attention
+            nothing here: a send takes NCCL's few point-to-point channels, not a collective's (OVERLAP_SLOWDOWN,
+            measured beside collectives, would put the NeMo long-sequence cp 16-32 runs 9-10% too slow)."""
+            return np.maximum(send - window, 0.0)
+
+        cp_fwd = (cp - 1.0) * behind_step(hop, step_fwd)
+        cp_bwd = 2.0 * behind_step(hop, 2.5 * step_fwd) \
+            + np.maximum(cp - 2.0, 0.0) * behind_step(ring_hop_s(2.0 * kv_chunk, cp, t, net), 2.5 * step_fwd)
         rerun = full | ((c["recompute"] == 1.0) & (lookup(_UNFUSED_ATTN, stack) > 0))
-        cp_exposed = layers * ((1.0 + rerun) * np.maximum(cp_fwd - c["time_attn_fwd_s"], 0.0)
-                               + np.maximum(2.0 * cp_fwd - 2.5 * c["time_attn_fwd_s"], 0.0))
+        cp_exposed = np.where(ring, layers * ((1.0 + rerun) * cp_fwd + cp_bwd), 0.0)
 
         # expert parallel: dispatch + combine, forward and backward (and the recomputed forward of full
         # recompute); ep group strided by tp inside dp x cp

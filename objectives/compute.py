@@ -26,6 +26,11 @@
 - fp8 and fp4 GEMMs pay for quantizing their inputs in the forward and their output gradients in the
   backward (with the transposed copy the other GEMM needs), and their weights every micro-batch.
 - MoE layers stream the token permutation (dispatch and combine) through HBM.
+- Context parallelism (ring attention, Transformer Engine ``AttnFuncWithCPAndKVP2P``): the core runs as cp
+  kernel calls per pass, each over s/(2 cp) keys per query (causal load balancing: 2 cp chunks), so the
+  kernel's own short-sequence rolloff is paid per call (ATTN_CALL_HALF_KEYS); each call writes a partial
+  output the forward merges by its log-sum-exp, and the backward adds each call's dQ, dK and dV into its
+  accumulators, all through HBM (CP_MERGE_BYTES).
 - Each layer pass pays the stack's ``kernel_overhead_s`` (and an MoE layer ``moe_expert_overhead_s`` per
   expert the GPU holds, moe_experts / ep) of launch and synchronisation the roofline does not see.
 
@@ -49,7 +54,8 @@ from objectives.base import Model, as_codes, lookup, select
 from objectives.calibration import trait
 from objectives.transformer import attended_keys
 
-__all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN", "ATTN_TILE", "DROPOUT_ATTN_RATE"]
+__all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN", "ATTN_TILE", "DROPOUT_ATTN_RATE", "ATTN_CALL_HALF_KEYS",
+           "CP_MERGE_BYTES"]
 
 #: HBM bytes per token per layer forward of the element-wise kernels of a Megatron-Core layer with
 #: Transformer Engine's fusions, per element of the width named: "h": 2 norms (r+w: 2 x 4 B) and 2
@@ -80,6 +86,22 @@ _ATTN_BWD = np.where(_ATTN_KERNEL > 0, 2.5, 2.0)  # backward / forward of the at
 #: the midpoints. Megatron's GPT recipes train with attention dropout 0.1 (tools/build_training_runs.py);
 #: unfused attention's dropout is its score traffic (UNFUSED_SCORE_BYTES)
 DROPOUT_ATTN_RATE = {"fwd": 0.80, "bwd": 0.65}
+#: keys per query at which one flash-attention kernel call runs at half its long-sequence rate: the fixed
+#: work of each query tile (loading Q, the softmax epilogue, writing O) over its loop along the keys.
+#: Least squares of rate = P x L / (L + K) on H100 forward, head dim 128, no causal mask (L keys per query):
+#: FlashAttention-2 309-370 TFLOP/s at 512-16K, K = 102; FlashAttention-3 467-648, K = 202 (Shah et al.
+#: 2024, Fig. 5; PyTorch benchmark PR #2391, FA3 at the paper's shapes, 430-621, K = 233), by the stack's
+#: kernel class (unfused, FA2 class, FA3 / cuDNN). The fitted ``attn_seq_half`` carries this rolloff at
+#: cp 1 with the block's per-token work; ring attention's cp calls of s/(2 cp) keys add (cp - 1) x 2K
+#: sequence tokens to it (module doc)
+ATTN_CALL_HALF_KEYS = (0.0, 100.0, 200.0)
+#: HBM bytes per element of the rank's attention tensors that ring attention adds over one call (TE
+#: context_parallel.py, 16-bit): forward, each of the cp calls writes a partial output (2 B) that
+#: flash_attn_fwd_out_correction merges into the output (read it 2 B, read and write the output 4 B; the
+#: first step's initialising merge 4 B): 8 cp - 4 B per output element, against 2 B without cp; backward,
+#: each call writes its dQ (dK, dV) and the step adds it to the accumulator (dq.add_: 6 B), 8 B per step
+#: after the first, per element of Q and of the K/V chunk
+CP_MERGE_BYTES = {"fwd_per_step": 8.0, "fwd_first": 4.0, "bwd_per_step": 8.0}
 _F_BYTES = (ELEMENTWISE_BYTES_PER_TOKEN["f_gelu"], ELEMENTWISE_BYTES_PER_TOKEN["f_swiglu"])  # by ffn_kind
 
 
@@ -201,8 +223,11 @@ class ComputeTime(Model):
         # as it scales the flash kernels' efficiency
         kernel = lookup(_ATTN_KERNEL, stack)
         fused = kernel > 0
+        # ring attention's cp calls of s/(2 cp) keys per query each pay the kernel's rolloff (ATTN_CALL_HALF_KEYS):
+        # 1 + H/s + 2K (cp - 1)/s over the cp = 1 rolloff H, which carries one call's
+        ring_half = 2.0 * lookup(np.array(ATTN_CALL_HALF_KEYS), kernel) * (c["cp"] - 1.0)
         flash_eff = select(kernel, (c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa2"], c["gpu_attn_eff_fa3"])) \
-            * lookup(cal.attn_kernel_scale, stack) * c["seq_len"] / (c["seq_len"] + cal.attn_seq_half)
+            * lookup(cal.attn_kernel_scale, stack) * c["seq_len"] / (c["seq_len"] + cal.attn_seq_half + ring_half)
         flash_rate = np.minimum(bf16_rate * flash_eff, bf16_gemm)  # no faster than the GPU's large GEMMs
         s = c["seq_len"]
         window = c["attn_window"]
@@ -226,6 +251,15 @@ class ComputeTime(Model):
         drop_fwd = np.where(dropped, 1.0 / DROPOUT_ATTN_RATE["fwd"], 1.0)
         t_attn_full, t_attn_win = t_attn_full * drop_fwd, t_attn_win * drop_fwd
         attn_bwd = attn_bwd * np.where(dropped, DROPOUT_ATTN_RATE["fwd"] / DROPOUT_ATTN_RATE["bwd"], 1.0)
+
+        # ring attention's merges through HBM (CP_MERGE_BYTES): the forward's partial outputs (per element of
+        # the rank's output, n_heads / tp x v wide), the backward's dQ and dK/dV accumulation (Q and the K/V chunk)
+        ring = c["cp"] > 1
+        steps = c["cp"] - 1.0
+        m_b = CP_MERGE_BYTES
+        kv_width = c["n_kv_heads"] * (c["attn_qk_dim"] + c["attn_v_dim"]) / np.minimum(t, c["n_kv_heads"])
+        t_ring_fwd = np.where(ring, (m_b["fwd_per_step"] * steps + m_b["fwd_first"]) * tokens * ctx / t, 0.0) / hbm
+        t_ring_bwd = np.where(ring, m_b["bwd_per_step"] * steps * tokens * (q / t + kv_width), 0.0) / hbm
 
         # element-wise work through HBM: norms and residual adds (h, split over tp with sequence
         # parallelism), rotary on q and k (MLA: the rotary part only, its shared key on every tp rank),
@@ -282,13 +316,14 @@ class ComputeTime(Model):
             """Compute of a stage of n layers, n_moe of them MoE and n_full with full attention."""
             ffn = n_moe * (f_moe + b_moe + r_moe) + (n - n_moe) * (f_dense + b_dense + r_dense)
             core = (n_full * t_attn_full + (n - n_full) * t_attn_win) * (1.0 + attn_bwd + rerun)
-            return ffn + core
+            return ffn + core + n * (t_ring_fwd * (1.0 + rerun) + t_ring_bwd)
 
         n, m, full = c["layers_per_stage"], c["moe_layers_per_stage"], c["full_attn_layers_per_stage"]
         per = 1.0 / np.maximum(n, 1.0)
         t_attn = (full * t_attn_full + (n - full) * t_attn_win) * per  # the busiest stage's mean layer
-        fwd = (m * f_moe + (n - m) * f_dense) * per + t_attn
-        bwd = (m * (b_moe + r_moe) + (n - m) * (b_dense + r_dense)) * per + t_attn * (attn_bwd + rerun)
+        fwd = (m * f_moe + (n - m) * f_dense) * per + t_attn + t_ring_fwd
+        bwd = (m * (b_moe + r_moe) + (n - m) * (b_dense + r_dense)) * per + t_attn * (attn_bwd + rerun) \
+            + t_ring_fwd * rerun + t_ring_bwd
 
         # vocabulary projection in bf16 (GEMM, 3 passes; its own narrowest width) and fp32 cross-entropy
         # (read/write logits, 3 passes)
@@ -309,7 +344,7 @@ class ComputeTime(Model):
             "peak_flops_per_s": np.where(unsupported, np.nan, peak),
             "time_layer_fwd_s": fwd,
             "time_layer_bwd_s": bwd,
-            "time_attn_fwd_s": t_attn,
+            "time_attn_fwd_s": t_attn + t_ring_fwd,
             "time_qkv_gemm_s": t_qkv,
             "time_fc1_gemm_s": t_fc1,
             "time_logits_s": t_logits,

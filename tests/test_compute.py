@@ -118,3 +118,28 @@ def test_unfused_attention_streams_13_bytes_per_score_and_takes_its_stack_factor
         scale = CAL.attn_kernel_scale[:2] + (factor,) + CAL.attn_kernel_scale[3:]
         times.append(objectives.evaluate(row, cal=CAL.replace(attn_kernel_scale=scale))["time_attn_fwd_s"][0])
     assert times[1] - scores_s == pytest.approx((times[0] - scores_s) / 2, rel=1e-9)
+
+
+def test_ring_attention_pays_its_kernel_calls_and_merges():
+    """Llama-3-70B at 131,072 tokens, tp 4, cp 8 on H100 (bf16, megatron-core: cuDNN / FA3 class). A rank
+    holds 16,384 tokens and runs 8 kernel calls a pass of 131,072 / 16 = 8,192 keys per query (TE
+    AttnFuncWithCPAndKVP2P, causal load balancing), each rolling off with the kernel's 200 keys: the
+    rate is 989e12 x 0.53 (gpu_attn_eff_fa3) x attn_kernel_scale x s / (s + attn_seq_half + 2 x 200 x 7).
+    The core's forward is 2 x 16,384 x 64 heads x 256 / 4 x 65,536 keys = 8.796e12 FLOP; the merge of the
+    8 partial outputs adds (8 x 7 + 4) B x 16,384 tokens x 8,192 / 4 wide through 3.35e12 B/s = 0.601 ms.
+    The backward accumulates dQ (8,192 / 4 wide) and the K/V chunk (8 x 256 / 4) 7 times at 8 B: it adds
+    that traffic, 1.204 ms, to the layer's backward beyond 2.5x the forward attention."""
+    row = dict(model="llama3-70b", n_gpus=256, global_batch=32, seq_len=131072, tp=4, pp=4, precision="bf16",
+               recompute="selective")
+    s = 131072
+    rate = 989e12 * 0.53 * CAL.attn_kernel_scale[0] * s / (s + CAL.attn_seq_half + 2 * 200 * 7)
+    merge_fwd = 60 * 16384 * 2048 / 3.35e12
+    out = _eval(**row, cp=8)
+    assert out["time_attn_fwd_s"][0] == pytest.approx(2 * 16384 * 64 * 256 / 4 * 65536 / rate + merge_fwd, rel=1e-9)
+    assert merge_fwd == pytest.approx(0.601e-3, rel=1e-3)
+    merge_bwd = 8 * 7 * 16384 * (2048 + 512) / 3.35e12
+    core = out["time_attn_fwd_s"][0] - merge_fwd
+    ffn_bwd = out["time_layer_bwd_s"][0] - 2.5 * core - merge_bwd
+    ffn_fwd = out["time_layer_fwd_s"][0] - out["time_attn_fwd_s"][0]
+    assert ffn_bwd == pytest.approx(2 * ffn_fwd, rel=0.02)  # the rest of the layer's backward: 2x its forward
+
