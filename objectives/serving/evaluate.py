@@ -14,6 +14,7 @@ import numpy as np
 from objectives.base import Model
 from objectives.columns import with_outputs
 from objectives.serving.batching import ServingBatching
+from objectives.serving.designs import Designs, ServingParameters, by_row, design_codes, design_needs, design_parts
 from objectives.serving.economics import ServingEconomics
 from objectives.serving.engines import ServingCalibration
 from objectives.serving.intervals import ServingIntervals
@@ -21,12 +22,11 @@ from objectives.serving.memory import ServingMemory
 from objectives.serving.prepare import SERVING_CATEGORIES, prepare_serving
 from objectives.serving.reasons import ServingFeasible, serving_infeasible_reason
 from objectives.table import Columns, is_constant
-from objectives.transformer import TransformerParameters
 
 __all__ = ["SERVING_MODELS", "SERVING_PERFORMANCE_MODELS", "SERVING_METRICS", "evaluate_serving", "run_serving"]
 
 #: the serving performance model: the architecture's parameters (no training FLOPs), memory and KV capacity, batching and latency
-SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (TransformerParameters(), ServingMemory(), ServingBatching(),
+SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (ServingParameters(), ServingMemory(), ServingBatching(),
                                                   ServingFeasible())
 #: and the deployment's economics, then the 80% intervals (objectives/serving/intervals.py)
 SERVING_MODELS: tuple[Model, ...] = SERVING_PERFORMANCE_MODELS + (ServingEconomics(), ServingIntervals())
@@ -46,15 +46,25 @@ SERVING_METRICS: dict[str, str] = _metrics()
 
 
 def run_serving(floats: Columns, cal: ServingCalibration | None = None,
-                models: tuple[Model, ...] = SERVING_MODELS) -> Columns:
+                models: tuple[Model, ...] = SERVING_MODELS, designs: Designs | None = None) -> Columns:
     """Run ``models`` over prepared float columns, in chunks of CHUNK_ROWS rows that keep every temporary
-    in cache (a constant column enters each chunk as its one value); inputs plus outputs (new dict)."""
+    in cache (a constant column enters each chunk as its one value); inputs plus outputs (new dict).
+    ``designs`` (objectives/serving/designs.py): the rows' designs, whose per-design parts are computed
+    once per design."""
     cal = cal or ServingCalibration.load()
     n = max(len(v) for v in floats.values())
+    parts = design_parts(floats, designs, models, cal)
+
+    def run(work: dict, rows: slice) -> None:
+        for i, model in enumerate(models):
+            if i in parts:
+                work.update(model.row_compute(work, by_row(parts[i], designs.codes[rows]), cal))
+            else:
+                work.update(model.compute(work, cal))
+
     if n <= CHUNK_ROWS:
         work = dict(floats)
-        for model in models:
-            work.update(model.compute(work, cal))
+        run(work, slice(0, n))
         return {k: np.broadcast_to(v, (n,)) if np.ndim(v) == 0 or len(v) != n else v for k, v in work.items()}
     out: Columns = dict(floats)
     columns: dict[str, np.ndarray] = {}
@@ -67,8 +77,7 @@ def run_serving(floats: Columns, cal: ServingCalibration | None = None,
         hi = min(lo + CHUNK_ROWS, n)
         work = dict(constant)
         work.update((k, v[lo:hi]) for k, v in varying)
-        for model in models:
-            work.update(model.compute(work, cal))
+        run(work, slice(lo, hi))
         for k in outputs:
             value = np.asarray(work[k])
             one = value.size == 1 or is_constant(value)
@@ -109,7 +118,7 @@ def evaluate_serving(table: Mapping[str, object], cal: ServingCalibration | None
                      models: tuple[Model, ...] = SERVING_MODELS) -> Columns:
     """Every serving metric of every row of ``table`` (module doc)."""
     user, floats = prepare_serving(table)
-    work = run_serving(floats, cal, models)
+    work = run_serving(floats, cal, models, design_codes(user, floats, design_needs(models)))
     outputs = {name for model in models for name in model.provides}
     out = with_outputs(user, work, outputs, SERVING_CATEGORIES)
     if "feasible" in work:

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import Model, as_codes, lookup, select
+from objectives.base import as_codes, lookup, select
 from objectives.memory import GIB_PER_GB
+from objectives.serving.designs import PerDesign
 from objectives.serving.engines import engine_trait
 from objectives.table import is_constant
 
@@ -76,7 +77,7 @@ def kv_bytes_per_token_layer(c) -> np.ndarray:
     return per_rank * lookup(BYTES_PER_VALUE, as_codes(c["kv_precision"]))
 
 
-class ServingMemory(Model):
+class ServingMemory(PerDesign):
     requires = (
         "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "dense_d_ff", "vocab_size", "moe_experts",
         "moe_topk", "kv_lora_rank", "qk_rope_dim", "attn_window", "n_moe_layers", "n_windowed_layers", "params_attn_layer",
@@ -103,11 +104,16 @@ class ServingMemory(Model):
         "con_precision": "flag; 1 where the GPU has no tensor cores for the precision, or no format for the KV precision",
     }
 
-    def compute(self, c, cal):
+    #: what the design part reads: every input but the request shape and the per-row engine settings
+    design_requires = tuple(k for k in requires if k not in ("input_len", "output_len", "max_batch_size",
+                                                             "max_num_tokens", "kv_mem_frac"))
+
+    def design_compute(self, c, cal):
+        """What depends on the design alone (objectives/serving/designs.py): weights, KV bytes per token,
+        HBM less the weights, the engine's traits, layout and precision flags."""
         t, d, p, ep = c["tp"], c["attn_dp"], c["pp"], c["ep"]
         gpus_stage = t * d
         h, vocab = c["d_model"], c["vocab_size"]
-        isl, osl = c["input_len"], c["output_len"]
         layers, moe_layers, full_layers = stage_layers(c)
         prec, kvp, engine = as_codes(c["precision"]), as_codes(c["kv_precision"]), as_codes(c["engine"])
         bpw = lookup(BYTES_PER_VALUE, prec)
@@ -118,39 +124,11 @@ class ServingMemory(Model):
             + moe_layers * (shared + c["params_expert_layer"] / gpus_stage)
         embedding = np.where(p > 1, vocab * h, c["params_embedding"]) / t
         weights = bpw * linear + 2.0 * embedding
-
         kv_layer = kv_bytes_per_token_layer(c)
-        kv_gpu = layers * kv_layer  # a token in every layer of the stage (inside every window)
-        reserve = np.where(lookup(_RESERVE_FULL, engine) > 0, isl + osl, isl + 0.5 * osl)
-        kv_request = kv_layer * full_layers * reserve
-        if np.any(layers > full_layers):  # windowed layers hold at most their window
-            kv_request = kv_request + kv_layer * (layers - full_layers) \
-                * np.where(c["attn_window"] > 0, np.minimum(reserve, c["attn_window"]), reserve)
-
         hbm = c["gpu_hbm_gb"] * GIB_PER_GB * 1e9
         reserved = cal.base.hbm_reserved_gb * 1e9
-        frac = given_or(c["kv_mem_frac"], lookup(_KV_FRAC, engine))
-        of_total = lookup(_KV_OF_TOTAL, engine) > 0
-        # the engine's batch and token budget: trtllm-bench sizes them from the KV that the weights leave
-        # (tuning.py calc_engine_setting: min(requests, 4096) / pp, budget batch x (1 + ISL/OSL) in [2048, 32768])
-        free0 = np.maximum(hbm - reserved - weights, 0.0) * frac
-        fits0 = free0 / np.maximum(kv_request, 1.0)
-        engine_batch = lookup(_MAX_BATCH, engine)
-        batch = given_or(c["max_batch_size"], np.minimum(np.maximum(np.ceil(fits0), 1.0), engine_batch))
-        # trtllm-bench leaves chunked prefill off and so makes room for a whole prompt beside the batch
-        # (tensorrt_llm/bench/benchmark/utils/general.py get_settings: max(max_num_tokens, max_isl + max_batch_size))
-        bench_budget = np.maximum(np.clip(np.ceil(batch / p * (1.0 + isl / osl) / 256.0) * 256.0, 2048.0, 32768.0),
-                                  isl + batch)
-        default_budget = np.where(c["gpu_hbm_gb"] >= 160.0, lookup(_BUDGET_BIG, engine), lookup(_BUDGET, engine))
-        budget = given_or(c["max_num_tokens"], np.where(default_budget > 0, default_budget, bench_budget))
         widest = np.maximum(np.where(c["moe_experts"] > 0, c["moe_topk"] * c["d_ff"], 0.0),
                             np.where(c["dense_d_ff"] > 0, c["dense_d_ff"], c["d_ff"]))
-        workspace = budget * 2.0 * (4.0 * h + 2.0 * widest / t) + np.minimum(batch, budget) * vocab * 4.0
-        kv_cap = np.where(of_total, frac * hbm - weights - workspace - reserved,
-                          frac * (hbm - reserved - weights - workspace))
-        kv_cap = np.maximum(kv_cap, 0.0)
-        fits = np.floor(kv_cap / np.maximum(kv_request, 1.0))
-        limit = batch * d
         # layout: tp splits the query heads, and the KV heads or their copies evenly (MLA: one latent);
         # ep splits the experts and the stage's GPUs; no more stages than layers
         layout = (np.mod(c["n_heads"], t) != 0) | (p > c["n_layers"]) \
@@ -160,17 +138,63 @@ class ServingMemory(Model):
                 | ((c["moe_experts"] <= 0) & (ep > 1))
         rates = (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
         precision = ~(select(prec, rates) > 0) | ~(select(kvp, rates) > 0)
-        return {
+        out = {
             "weights_gb": weights / 1e9,
-            "act_workspace_gb": workspace / 1e9,
             "kv_bytes_per_token": c["kv_cache_bytes_per_token"] * lookup(BYTES_PER_VALUE, kvp) / 2.0,
-            "kv_bytes_per_token_gpu": kv_gpu,
+            "kv_bytes_per_token_gpu": layers * kv_layer,  # a token in every layer of the stage (inside every window)
+            "con_layout": layout.astype(np.float64),
+            "con_precision": precision.astype(np.float64),
+            "weights": weights, "hbm": hbm, "hbm_free": hbm - reserved - weights,
+            "kv_full": kv_layer * full_layers, "reserve_full": lookup(_RESERVE_FULL, engine),
+            "kv_frac": lookup(_KV_FRAC, engine), "of_total": lookup(_KV_OF_TOTAL, engine) > 0,
+            "engine_batch": lookup(_MAX_BATCH, engine),
+            "default_budget": np.where(c["gpu_hbm_gb"] >= 160.0, lookup(_BUDGET_BIG, engine), lookup(_BUDGET, engine)),
+            "width": 4.0 * h + 2.0 * widest / t,
+        }
+        windowed = layers > full_layers
+        if np.any(windowed):  # windowed layers hold at most their window
+            out["windowed"], out["kv_windowed"] = windowed, kv_layer * (layers - full_layers)
+        return out
+
+    def row_compute(self, c, d, cal):
+        """The rest, per row: the request's KV, the engine's batch and token budget, the KV capacity."""
+        isl, osl = c["input_len"], c["output_len"]
+        reserve = np.where(d["reserve_full"] > 0, isl + osl, isl + 0.5 * osl)
+        kv_request = d["kv_full"] * reserve
+        if "windowed" in d and np.any(d["windowed"]):
+            kv_request = kv_request + d["kv_windowed"] * np.where(c["attn_window"] > 0,
+                                                                 np.minimum(reserve, c["attn_window"]), reserve)
+        reserved = cal.base.hbm_reserved_gb * 1e9
+        frac = given_or(c["kv_mem_frac"], d["kv_frac"])
+        # the engine's batch and token budget: trtllm-bench sizes them from the KV that the weights leave
+        # (tuning.py calc_engine_setting: min(requests, 4096) / pp, budget batch x (1 + ISL/OSL) in [2048, 32768])
+        free0 = np.maximum(d["hbm_free"], 0.0) * frac
+        fits0 = free0 / np.maximum(kv_request, 1.0)
+        batch = given_or(c["max_batch_size"], np.minimum(np.maximum(np.ceil(fits0), 1.0), d["engine_batch"]))
+        # trtllm-bench leaves chunked prefill off and so makes room for a whole prompt beside the batch
+        # (tensorrt_llm/bench/benchmark/utils/general.py get_settings: max(max_num_tokens, max_isl + max_batch_size))
+        bench_budget = np.maximum(np.clip(np.ceil(batch / c["pp"] * (1.0 + isl / osl) / 256.0) * 256.0, 2048.0,
+                                          32768.0), isl + batch)
+        default_budget = d["default_budget"]
+        budget = given_or(c["max_num_tokens"], np.where(default_budget > 0, default_budget, bench_budget))
+        workspace = budget * 2.0 * d["width"] + np.minimum(batch, budget) * c["vocab_size"] * 4.0
+        weights = d["weights"]
+        kv_cap = np.where(d["of_total"], frac * d["hbm"] - weights - workspace - reserved,
+                          frac * (d["hbm_free"] - workspace))
+        kv_cap = np.maximum(kv_cap, 0.0)
+        fits = np.floor(kv_cap / np.maximum(kv_request, 1.0))
+        limit = batch * c["attn_dp"]
+        return {
+            "weights_gb": d["weights_gb"],
+            "act_workspace_gb": workspace / 1e9,
+            "kv_bytes_per_token": d["kv_bytes_per_token"],
+            "kv_bytes_per_token_gpu": d["kv_bytes_per_token_gpu"],
             "kv_request_gb": kv_request / 1e9,
             "kv_cache_gb": kv_cap / 1e9,
             "token_budget": budget,
             "batch_limit": limit,
-            "max_concurrency": np.minimum(fits * d, limit),
+            "max_concurrency": np.minimum(fits * c["attn_dp"], limit),
             "con_kv": (kv_request - kv_cap) / 1e9,
-            "con_layout": layout.astype(np.float64),
-            "con_precision": precision.astype(np.float64),
+            "con_layout": d["con_layout"],
+            "con_precision": d["con_precision"],
         }
