@@ -12,7 +12,7 @@ same operands, only fewer of them).
 A column is known to take one value per design only by where it comes from: a catalog field of the
 row's model (or GPU) that the table does not give itself (nor a rented instance sets), or a column that is
 constant over the table, or a code column of the key. Any other varying input of a design part (a per-row
-override of d_model, say) leaves the table without codes and every row is computed on its own.
+override of d_model, say) leaves it uncovered, and a design part that reads it runs row by row.
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ def _label_codes(values: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 def design_codes(user: Columns, floats: Columns, needs: set[str]) -> Designs | None:
-    """The designs of a prepared serving table (module doc), or None where a varying column of ``needs``
-    is not known to take one value per design (or the table has one row)."""
+    """The designs of a prepared serving table (module doc) by the columns of ``needs`` that vary, their
+    ``covered`` those known to take one value per design (a design part reading another runs row by
+    row); None where none is (or the table has one row)."""
     n = max((len(v) for v in floats.values()), default=0)
     if n <= 1:
         return None
@@ -126,16 +127,16 @@ def design_codes(user: Columns, floats: Columns, needs: set[str]) -> Designs | N
     # derived from the model's own d_model and n_heads (objectives/serving/prepare.py)
     derived = () if "d_model" in user or "n_heads" in user else ("d_head", "n_kv_heads")
     model = {f for f in (*MODEL_FIELDS, *derived) if f != "seq_len"}
-    chip = {f for f in GPU_FIELDS if f.startswith("gpu_")}
+    chip = {f for f in GPU_FIELDS if f.startswith("gpu_") or f == "scaleup_size"}
     for label, fields in (("model", model), ("gpu", chip)):
         mine = {f for f in fields if f not in user and not (rented and f in INSTANCE_FIELDS)}
         if not (needs & mine) - covered:
             continue  # every such column constant
         if label not in user or is_constant(user[label]):
-            return None  # varying without a varying label: not the catalog's
+            continue  # varying without a varying label: not the catalog's (left uncovered)
         codes = _label_codes(user[label])
         if codes is None:
-            return None
+            continue
         parts.append(codes)
         covered |= mine
     for name in KEY_COLUMNS:
@@ -144,12 +145,15 @@ def design_codes(user: Columns, floats: Columns, needs: set[str]) -> Designs | N
             continue
         low, high = v.min(), v.max()  # whole numbers (checked by prepare_serving) or NaN (fails here)
         if not (low >= 0 and high <= 1 << 16):
-            return None
+            continue
         parts.append((v.astype(np.intp), int(high) + 1))
         covered.add(name)
-    if needs - covered or not parts:
-        return None if needs - covered else Designs(np.zeros(n, dtype=np.intp), np.zeros(1, dtype=np.intp),
-                                                    frozenset(covered))
+    if {"tp", "attn_dp", "pp"} <= covered:
+        covered.add("n_gpus")  # tp x attn_dp x pp (checked row by row by prepare_serving)
+    if not needs & covered:
+        return None
+    if not parts:
+        return Designs(np.zeros(n, dtype=np.intp), np.zeros(1, dtype=np.intp), frozenset(covered))
     key, size = parts[0]
     for codes, count in parts[1:]:
         if size * count > _DENSE_KEYS:

@@ -56,9 +56,10 @@ from pathlib import Path
 
 import numpy as np
 
-from objectives.base import Model, as_codes, lookup
+from objectives.base import as_codes, lookup
 from objectives.columns import per_value
 from objectives.intervals import generation
+from objectives.serving.designs import PerDesign
 from objectives.table import is_constant
 
 __all__ = ["ServingIntervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "feature_octaves", "range_distance", "log_sigma",
@@ -73,6 +74,8 @@ FEATURES = ("n_gpus", "tp", "pp", "ep", "attn_dp", "n_params", "n_params_active"
             "scaleup_size")
 _BITS = ("precision", "kv_precision")
 _LINEAR = ("generation",)
+#: the axes a row's request and load set (the others: its design, objectives/serving/designs.py)
+_REQUEST = ("input_len", "output_len", "concurrency")
 #: outputs that scale with the throughput, and those that scale with its inverse
 THROUGHPUT = ("output_tokens_per_s_per_gpu", "output_tokens_per_s")
 PER_TOKEN = ("usd_per_mtok_out", "energy_j_per_tok_out")
@@ -80,40 +83,61 @@ _UNITS = {"output_tokens_per_s_per_gpu": "tokens/s", "output_tokens_per_s": "tok
           "energy_j_per_tok_out": "J", "tpot_s": "s", "ttft_s": "s", "tokens_per_s_per_user": "tokens/s"}
 
 
-def feature_octaves(c) -> dict[str, np.ndarray]:
-    """Each axis of :data:`FEATURES` (module doc); a constant column stays constant."""
-    out = {name: per_value(np.log2, c[name]) for name in FEATURES if name not in (*_BITS, *_LINEAR)}
-    out.update((name, per_value(lambda p: 4.0 - p, c[name])) for name in _BITS)
-    out.update((name, np.asarray(c[name], dtype=np.float64)) for name in _LINEAR)
+def feature_octaves(c, names=FEATURES) -> dict[str, np.ndarray]:
+    """Each axis of :data:`FEATURES` (module doc), or of ``names``; a constant column stays constant."""
+    out = {name: per_value(np.log2, c[name]) for name in names if name not in (*_BITS, *_LINEAR)}
+    out.update((name, per_value(lambda p: 4.0 - p, c[name])) for name in names if name in _BITS)
+    out.update((name, np.asarray(c[name], dtype=np.float64)) for name in names if name in _LINEAR)
     return out
+
+
+def _present(codes: np.ndarray, ground: dict[str, list[list[float]]]):
+    """The engines of these rows (every engine where a code is out of the table's range)."""
+    return np.flatnonzero(np.bincount(codes)) if codes.min() >= 0 and codes.max() < len(next(iter(ground.values()))) \
+        else slice(None)
+
+
+def _gap2(v: np.ndarray, per_engine, codes: np.ndarray, present) -> np.ndarray | None:
+    """The squared distance (octaves) of each value outside its engine's [lo, hi]; None where every value
+    lies inside every present engine's range (a gap of 0: NaN fails both tests)."""
+    bounds = np.asarray(per_engine, dtype=np.float64)
+    if v.min() >= bounds[present, 0].max() and v.max() <= bounds[present, 1].min():
+        return None
+    lo, hi = bounds[:, 0].take(codes), bounds[:, 1].take(codes)
+    gap = v - np.minimum(np.maximum(v, lo), hi)
+    return gap * gap
 
 
 def range_distance(octaves: dict[str, np.ndarray], engine: np.ndarray, ground: dict[str, list[list[float]]]) -> np.ndarray:
     """Norm over the axes of each axis' distance (octaves) outside [lo, hi] of the row's engine (module doc);
     ``ground``: per axis, per engine code, [lo, hi]."""
     codes = as_codes(engine[:1] if is_constant(engine) else engine)
-    # the engines of these rows (every engine where a code is out of the table's range)
-    present = np.flatnonzero(np.bincount(codes)) if codes.min() >= 0 and codes.max() < len(next(iter(ground.values()))) \
-        else slice(None)
+    present = _present(codes, ground)
     total = 0.0
     for name, per_engine in ground.items():
-        bounds = np.asarray(per_engine, dtype=np.float64)
-        v = octaves[name]
-        if v.min() >= bounds[present, 0].max() and v.max() <= bounds[present, 1].min():
-            continue  # every row inside every present engine's range: a gap of 0 (NaN fails both tests)
-        lo, hi = bounds[:, 0].take(codes), bounds[:, 1].take(codes)
-        gap = v - np.minimum(np.maximum(v, lo), hi)
-        total = total + gap * gap
+        gap2 = _gap2(octaves[name], per_engine, codes, present)
+        if gap2 is not None:  # an axis every row lies inside adds exactly 0, left out
+            total = total + gap2
     shape = np.broadcast_shapes(np.shape(engine), *(np.shape(v) for v in octaves.values()))
     return np.sqrt(np.broadcast_to(total, shape))
 
 
 def log_sigma(engine, moe, attn_dp, mla, dist, unvalidated, params: dict) -> np.ndarray:
     """log sigma of each row (module doc); ``moe``, ``attn_dp`` and ``mla`` 0/1, ``unvalidated`` 0, 1 or 2."""
+    return _log_sigma_rest(_log_sigma_design(engine, moe, attn_dp, mla, params), dist, unvalidated, params)
+
+
+def _log_sigma_design(engine, moe, attn_dp, mla, params: dict) -> np.ndarray:
+    """The terms of log sigma that the design sets (the sum's first five, in its order)."""
     s = params["scale"]
     return (s["intercept"] + lookup(s["engine"], as_codes(engine)) + s["moe"] * moe + s["attn_dp"] * attn_dp
-            + s.get("mla", 0.0) * mla  # parameters derived before the MLA level: none
-            + s["kappa"] * np.minimum(dist, s["d_cap"])
+            + s.get("mla", 0.0) * mla)  # parameters derived before the MLA level: none
+
+
+def _log_sigma_rest(design, dist, unvalidated, params: dict) -> np.ndarray:
+    """log sigma from its design terms: the distance's and the unvalidated count's, added in order."""
+    s = params["scale"]
+    return (design + s["kappa"] * np.minimum(dist, s["d_cap"])
             + s["kappa_beyond"] * np.clip(dist - s["d_cap"], 0.0, s["d_far"] - s["d_cap"]) + s["unvalidated"] * unvalidated)
 
 
@@ -128,7 +152,7 @@ def load_params(path: Path = INTERVAL_PATH) -> dict:
     return _CACHE[key]
 
 
-class ServingIntervals(Model):
+class ServingIntervals(PerDesign):
     """80% intervals of the serving throughput, latencies and cost per token (module doc)."""
 
     requires = ("engine", "serving", "moe_experts", "kv_lora_rank", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
@@ -145,23 +169,60 @@ class ServingIntervals(Model):
            for name in (*THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s", "tokens_per_s_per_user") for end in ("lo", "hi")},
     }
 
+    #: what the design part reads: the design's axes and what sets sigma beside the distance
+    design_requires = ("engine", "moe_experts", "kv_lora_rank", "attn_dp", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
+                       *(f for f in FEATURES if f not in ("generation", *_REQUEST)))
+
     def __init__(self, path: Path = INTERVAL_PATH):
         self.path = path
 
-    def compute(self, c, cal):
+    def design_compute(self, c, cal):
+        """The design's axes' squared gaps, the first (before any request axis) summed, and its terms of
+        log sigma and of the unvalidated count (objectives/serving/designs.py)."""
+        if not Path(self.path).exists():
+            return {}
+        params = load_params(self.path)
+        gen = generation(c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
+        octaves = feature_octaves({**c, "generation": gen}, [f for f in FEATURES if f not in _REQUEST])
+        codes = as_codes(c["engine"][:1] if is_constant(c["engine"]) else c["engine"])
+        present, lead, out, before = _present(codes, params["ground"]), 0.0, {}, True
+        for name, per_engine in params["ground"].items():
+            if name in _REQUEST:
+                before = False
+                continue
+            gap2 = _gap2(octaves[name], per_engine, codes, present)
+            if gap2 is not None and before:
+                lead = lead + gap2
+            elif gap2 is not None:
+                out[f"gap2_{name}"] = gap2
+        out["lead"] = np.asarray(lead)
+        engine = as_codes(c["engine"])
+        out["log_sigma"] = _log_sigma_design(engine, (c["moe_experts"] > 0) * 1.0, (c["attn_dp"] > 1) * 1.0,
+                                             (c["kv_lora_rank"] > 0) * 1.0, params)
+        out["unvalidated"] = lookup(np.asarray(params["unvalidated_engines"], dtype=np.float64), engine)
+        return out
+
+    def row_compute(self, c, d, cal):
         shape = np.shape(c["output_tokens_per_s_per_gpu"])
-        if not Path(self.path).exists():  # before the first derivation: no interval
+        if not d:  # before the first derivation: no interval
             nan = np.full(shape, np.nan)
             return {name: (nan > 0) if name == "interval_extrapolated" else nan for name in self.provides}
         params = load_params(self.path)
-        gen = generation(c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
-        dist = range_distance(feature_octaves({**c, "generation": gen}), c["engine"], params["ground"])
+        # the distance: the axes summed in the ground's order, as range_distance sums them
+        total = d["lead"] if d["lead"].ndim else 0.0
+        request = feature_octaves(c, _REQUEST)
+        codes = as_codes(c["engine"][:1] if is_constant(c["engine"]) else c["engine"])
+        present = _present(codes, params["ground"])
+        for name, per_engine in params["ground"].items():
+            gap2 = _gap2(request[name], per_engine, codes, present) if name in _REQUEST else d.get(f"gap2_{name}")
+            if gap2 is not None:
+                total = total + gap2
+        octave_shapes = [np.shape(v) for v in request.values()] + [np.shape(v) for v in d.values()]
+        dist = np.sqrt(np.broadcast_to(total, np.broadcast_shapes(np.shape(c["engine"]), *octave_shapes)))
         disaggregated = c["serving"] == 1
         d_cap = params["scale"]["d_cap"]
-        engine = as_codes(c["engine"])
-        unvalidated = lookup(np.asarray(params["unvalidated_engines"], dtype=np.float64), engine) + 2.0 * disaggregated
-        sigma = np.exp(log_sigma(engine, (c["moe_experts"] > 0) * 1.0, (c["attn_dp"] > 1) * 1.0,
-                                 (c["kv_lora_rank"] > 0) * 1.0, dist, unvalidated, params))
+        unvalidated = d["unvalidated"] + 2.0 * disaggregated
+        sigma = np.exp(_log_sigma_rest(d["log_sigma"], dist, unvalidated, params))
         q = params["quantile"]
         out = {"validated_distance_oct": np.broadcast_to(dist, shape),
                "interval_extrapolated": np.broadcast_to((dist > d_cap) | (unvalidated > 0), shape)}
