@@ -99,7 +99,8 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     for name in SERVING_CATEGORIES:
         if name in cols:
             cols[name] = encode(name, cols[name])
-    cols = catalog.expand(cols)
+    distinct: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # catalog columns: the few values their rows take
+    cols = catalog.expand(cols, distinct)
     n = len(next(iter(cols.values()))) if cols else 0
     floats: Columns = {}
     for name, value in cols.items():
@@ -125,28 +126,35 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
         per_head = floats["d_model"] / np.maximum(floats["n_heads"], 1.0)
         floats["d_head"] = fill_blanks(floats["d_head"], per_head) if "d_head" in floats else per_head
     floats["seq_len"] = floats["input_len"] + floats["output_len"]
-    _check_values(floats)
+    _check_values(floats, distinct)
     check_architecture(floats)
     _check_mapping(floats)
     return user, floats
 
 
-def _check_values(floats: Columns) -> None:
-    """Required columns finite and at least their minimum; integer columns whole; optional ones > 0."""
+def _check_values(floats: Columns, distinct: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Required columns finite and at least their minimum; integer columns whole; optional ones > 0.
+    ``distinct``: the catalog's columns, each with the few values its rows take (checking those checks
+    every row; the rows are read only to name the first bad one)."""
+
+    def cells(name: str) -> np.ndarray:
+        column, values = distinct.get(name, (None, None))
+        return values if column is floats[name] else distinct_cells(floats[name])
+
     for name, low in SERVING_REQUIRED.items():
-        v = distinct_cells(floats[name])
-        if all_at_least(v, low):
+        if all_at_least(cells(name), low):
             continue
+        v = distinct_cells(floats[name])
         row = bad_row(~((v > 0) if low == 0 else (v >= low)) | (v == np.inf))
         if row is not None:
             what = "missing" if np.isnan(v[row]) else f"{v[row]:g}"
             raise InputError(f"{what} is not valid; needs a finite number >= {low}" + (" (> 0)" if low == 0 else ""),
                              column=name, row=row)
     for name in _INTEGERS:
-        v = distinct_cells(floats[name])
-        given = v[np.isfinite(v)]
-        if all_whole(given):
+        v = cells(name)
+        if all_whole(v[np.isfinite(v)]):
             continue
+        v = distinct_cells(floats[name])
         row = bad_row(np.isfinite(v) & ((v != np.floor(v)) | (v < 0)))
         raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
     for name in _POSITIVE:
