@@ -89,7 +89,7 @@ def _label_codes(values: np.ndarray) -> tuple[np.ndarray, int] | None:
     """(a code per row, how many codes) of a label column, one code per distinct object (equal labels
     held as different objects get different codes: a finer key, as good); None where a cell is blank.
     A column of few distinct objects (the usual: repeated labels) is coded by a hash of each pointer into
-    a table of the objects of a sample, checked against every row; else objects.table.factorize."""
+    a table of the objects of a sample, checked against every row; else objectives.table.factorize."""
     if values.dtype == object and values.strides[0] == values.itemsize:
         addresses = _addresses(values)
         step = max(1, len(values) // 4096)
