@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import Model
+from objectives.serving.designs import PerDesign
 from objectives.serving.disaggregated import PREFILL_MAPPING, DisaggregatedPools
 from objectives.serving.memory import ServingMemory
-from objectives.serving.step import STEP_COLUMNS, StepModel
+from objectives.serving.step import STEP_COLUMNS, StepModel, step_design
 
 __all__ = ["ServingBatching", "operating_point", "BISECTIONS"]
 
@@ -100,7 +100,7 @@ def _bisect(lo, hi, ok, steps=BISECTIONS):
     return np.exp(lo)
 
 
-class ServingBatching(Model):
+class ServingBatching(PerDesign):
     requires = tuple(dict.fromkeys(STEP_COLUMNS + ServingMemory.requires + tuple(PREFILL_MAPPING) + (
         "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
         "n_gpus", "serving", "kv_bytes_per_token", "attn_dp_balance")))
@@ -133,11 +133,16 @@ class ServingBatching(Model):
         "con_prefill_layout": "flag; disaggregated: 1 where the prefill instance's mapping cannot lay out",
     }
 
-    def __init__(self, step_factory=StepModel):
-        self.step_factory = step_factory
+    #: what the design part reads: the step's columns but the request shape (objectives.serving.step.step_design)
+    design_requires = tuple(k for k in STEP_COLUMNS if k not in ("input_len", "output_len"))
 
-    def compute(self, c, cal):
-        step = self.step_factory(c, cal)
+    def design_compute(self, c, cal):
+        """The step's constants of the design alone (objectives/serving/designs.py)."""
+        return step_design(c, cal)
+
+    def row_compute(self, c, d, cal):
+        """The request's step terms, the operating point and its metrics, per row (``d``: the design part)."""
+        step = StepModel(c, cal, d)
         cap = np.maximum(c["max_concurrency"], 1.0)
         ttft_slo = np.where(np.isnan(c["ttft_slo_s"]), np.inf, c["ttft_slo_s"])
         tpot_slo = np.where(np.isnan(c["tpot_slo_s"]), np.inf, c["tpot_slo_s"])

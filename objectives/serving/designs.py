@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from objectives.base import Model
-from objectives.catalog import GPU_FIELDS, MODEL_FIELDS
+from objectives.catalog import GPU_FIELDS, MODEL_FIELDS, NETWORK_FIELDS
 from objectives.catalog.instances import INSTANCE_FIELDS
 from objectives.table import Columns, factorize, is_constant
 from objectives.transformer import TransformerMath, TransformerParameters
@@ -127,7 +127,13 @@ def design_codes(user: Columns, floats: Columns, needs: set[str]) -> Designs | N
     # derived from the model's own d_model and n_heads (objectives/serving/prepare.py)
     derived = () if "d_model" in user or "n_heads" in user else ("d_head", "n_kv_heads")
     model = {f for f in (*MODEL_FIELDS, *derived) if f != "seq_len"}
-    chip = {f for f in GPU_FIELDS if f.startswith("gpu_") or f == "scaleup_size"}
+    # the GPU's chip and scale-up fields (an instance sets scaleup_size, dropped below where one is rented);
+    # not its NIC nor its prices, which a fabric or an instance may set, unless the table names no network
+    # (nor rents, nor gives nic_gbyte_s): then the network is the GPU's natural one (objectives.catalog
+    # _expand_network), its fields and the NIC a function of the GPU alone
+    chip = {f for f in GPU_FIELDS if f.startswith(("gpu_", "scaleup_")) or f == "host_grace"}
+    if not rented and "network" not in user and "nic_gbyte_s" not in user:
+        chip |= {"nic_gbyte_s", *NETWORK_FIELDS}
     for label, fields in (("model", model), ("gpu", chip)):
         mine = {f for f in fields if f not in user and not (rented and f in INSTANCE_FIELDS)}
         if not (needs & mine) - covered:

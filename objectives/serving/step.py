@@ -57,7 +57,7 @@ from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
 from objectives.transformer import attended_keys
 
-__all__ = ["StepModel", "experts_touched", "STEP_COLUMNS", "IMBALANCE_MAX"]
+__all__ = ["StepModel", "step_design", "experts_touched", "STEP_COLUMNS", "IMBALANCE_MAX"]
 
 #: the columns a StepModel reads (a model that builds one declares them among its ``requires``)
 STEP_COLUMNS = (
@@ -88,179 +88,204 @@ _GRAPH_MAX = engine_trait("graph_max_batch")
 ACT_BYTES = 2.0  # 16-bit activations on the wire
 #: the busiest expert-parallel GPU's routed load over the mean, at most (StepModel: measured without EPLB)
 IMBALANCE_MAX = 2.55
+#: what :func:`step_design` gives that a StepModel keeps as it is
+_DESIGN_ATTRIBUTES = ("dense_mem", "dense_flop", "expert_mem", "imbalance", "expert_flop", "expert_half", "log_miss",
+                      "act_stage", "logits_mem", "logits_flop", "comm0", "per_group_token", "per_stage_token",
+                      "launch", "host", "host_request", "overlap", "graphs", "graph_max")
+
+
+def step_design(c, cal) -> dict[str, np.ndarray]:
+    """The constants of a step that depend on the design alone: every column of STEP_COLUMNS but the
+    request's ``input_len`` and ``output_len`` (objectives/serving/designs.py computes them once per design):
+    the kernel classes' seconds per step and per token, communication, launch and host (module doc), and
+    the factors of the request's attention terms (:class:`StepModel`)."""
+    t, d, p = c["tp"], c["attn_dp"], c["pp"]
+    g = t * d
+    h, a = c["d_model"], c["n_heads"]
+    layers, moe_layers, full_layers = stage_layers(c)
+    win_layers = layers - full_layers
+    prec, engine = as_codes(c["precision"]), as_codes(c["engine"])
+    bpw = lookup(BYTES_PER_VALUE, prec)
+    moe = c["moe_experts"] > 0
+    mla = c["kv_lora_rank"] > 0
+    topk = np.where(moe, c["moe_topk"], 0.0)
+    experts = np.maximum(c["moe_experts"], 1.0)
+
+    # --- rates: HBM at hbm_eff; GEMMs at the precision's measured rate (bf16 where the GPU has none:
+    # such rows are infeasible, con_precision); attention at the flash-attention efficiency, in bf16
+    bw = c["gpu_hbm_tbyte_s"] * 1e12 * cal.hbm_eff
+    peak16 = c["gpu_bf16_tflop_s"] * 1e12
+    rate16 = peak16 * c["gpu_gemm_eff_bf16"] * cal.gemm_eff_scale[0]
+    # a lower precision never runs slower than the next higher one on the same GPU (its tensor cores
+    # are at least as fast, and an engine would not lose by it): fp4 >= fp8 >= bf16
+    scales = cal.gemm_eff_scale
+    rate8 = c["gpu_fp8_tflop_s"] * 1e12 * c["gpu_gemm_eff_fp8"] * scales[1]
+    rate8 = np.where(rate8 > 0, np.maximum(rate8, rate16), rate16)
+    rate4 = c["gpu_fp4_tflop_s"] * 1e12 * c["gpu_gemm_eff_fp4"] * scales[2]
+    rate = select(prec, (rate16, rate8, np.where(rate4 > 0, np.maximum(rate4, rate8), rate8)))
+    rate_attn = np.minimum(peak16 * c["gpu_attn_eff_fa3"] * cal.gemm_eff_scale[0], rate16)
+
+    # --- GEMM classes (objectives.serving.memory for the shards): seconds per step of the weights read,
+    # and per token of FLOPs, each GEMM's at its narrowest width's share of the rate (x d / (d +
+    # gemm_n_half), the training calibration's: objectives/compute.py)
+    repl = c["params_attn_replicated_layer"]
+    attn = (c["params_attn_layer"] - repl) / t + repl
+    shared = (c["params_ffn_layer"] - c["params_expert_layer"]) / t
+    dense_ffn = c["params_ffn_dense_layer"] / t
+    dense_mem = bpw * (layers * attn + (layers - moe_layers) * dense_ffn + moe_layers * shared) / bw
+    n_half = cal.base.gemm_n_half
+    q_width = np.minimum(h, a * c["attn_qk_dim"] / t)
+    dense_width = np.where(moe & (c["dense_d_ff"] > 0), c["dense_d_ff"], c["d_ff"]) / t
+    shared_width = np.maximum(c["moe_shared_experts"], 1.0) * c["d_ff"] / t
+    dense_flop = 2.0 * (layers * attn / _fill(q_width, n_half) + (layers - moe_layers) * dense_ffn
+                        / _fill(np.minimum(h, dense_width), n_half) + moe_layers * shared
+                        / _fill(np.minimum(h, shared_width), n_half)) / rate
+    expert_mem = bpw * moe_layers * c["params_expert_layer"] / g / bw  # every local expert of the stage
+    expert_split = np.maximum(g / c["ep"], 1.0)  # each expert split over g / ep GPUs
+    # the busiest expert-parallel GPU gets more than its share of the routed tokens, and grouped expert
+    # GEMMs run at expert_gemm_scale of a dense GEMM's rate. The imbalance is that of the sum of the
+    # n = E / ep experts a GPU holds, each expert's load spread with coefficient of variation
+    # ``expert_load_cv`` (independent experts: the GPU's cv is cv / sqrt(n)), and the busiest of the ep
+    # GPUs sits about sqrt(2 ln ep) of those spreads above the mean (the expected largest of ep normal
+    # variables, Cramer 1946 Sec. 28.6). Both ends are measured: cv's prior 1.28 is DeepSeek-R1's
+    # per-expert spread without EPLB (TensorRT-LLM tech blog 4, Table 1: std 164.1 over a mean of 128
+    # tokens per expert slot, EP 32 on 32 GB200; objectives/serving/fit.py its box), and the busiest GPU carries at most
+    # ``IMBALANCE_MAX`` = 2.55x the mean, the worst measured without rebalancing (the same table: the
+    # hottest of 32 ranks 1 + 1.564; SGLang's EP72 decode: EPLB gained 2.54x, inference-measurements.md
+    # 2.4), which the normal form overshoots at a few experts a GPU over many GPUs (3.0x at EP 72)
+    ep = c["ep"]
+    per_gpu = np.maximum(experts / np.maximum(ep, 1.0), 1.0)
+    imbalance = np.minimum(1.0 + cal.expert_load_cv * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0)) / per_gpu),
+                           IMBALANCE_MAX)
+    expert_flop = 2.0 * moe_layers * topk * c["params_expert_layer"] / experts / g \
+        / np.where(moe, cal.expert_gemm_scale, 1.0) / _fill(np.minimum(h, c["d_ff"] / expert_split), n_half) / rate
+    # the rows' fixed cost (tiles, waves, the weights' stream) is each local expert's, not its tokens': the
+    # busiest GPU's extra tokens scale only the token term (expert_flop x (imbalance x T + expert_half))
+    expert_half = np.where(moe, cal.gemm_rows_half * experts / np.maximum(topk, 1.0), 0.0)  # in stage tokens
+    log_miss = np.log1p(-np.minimum(topk / experts, 0.999))
+    # 16-bit activations through HBM per token (kernels outside the GEMMs and the GEMMs' own inputs and
+    # outputs: norms and residuals 4h, the attention's q, k, v and context, the feed-forward's gate and up
+    # outputs read by the activation, its output read by the down projection, 6 d_ff; a routed copy's
+    # expanded input and output written and read, 4h, and its interior): what makes MoE layers of narrow
+    # experts (Qwen3: d_ff 768-1536, eight copies a token) bandwidth-bound where dense layers are not
+    kv_width = np.where(mla, a * (c["attn_qk_dim"] + c["attn_v_dim"]), 2.0 * c["n_kv_heads"] * c["d_head"]) / t
+    act_group = ACT_BYTES * (layers * (4.0 * h + a * (c["attn_qk_dim"] + c["attn_v_dim"]) / t + kv_width)
+                             + (layers - moe_layers) * (2.0 * h + 6.0 * dense_width)
+                             + moe_layers * (c["moe_shared_experts"] > 0) * (2.0 * h + 6.0 * shared_width)) / bw
+    act_stage = ACT_BYTES * moe_layers * (4.0 * h + 6.0 * c["d_ff"] / expert_split) * topk / g * imbalance / bw
+    logits_params = 2.0 * c["vocab_size"] * h / t
+    logits_mem = logits_params / bw
+    logits_flop = logits_params / rate16
+
+    # --- attention: decode (KV read, absorbed MLA), seconds per decode token of the group, and prefill
+    # (causal, unabsorbed), per prefill token
+    kv_layer = kv_bytes_per_token_layer(c)
+    heads = a / t
+    dec_dims = np.where(mla, 2.0 * c["kv_lora_rank"] + c["qk_rope_dim"], 2.0 * c["d_head"])
+    # TensorRT-LLM's Blackwell MLA generation kernel with an fp8 KV cache quantizes Q too and runs FP8
+    # multi-query attention on the 5th-generation tensor cores (tech blog 3, "FP8 KV Cache": "both Q and
+    # KV are quantized to FP8, and FP8 MQA is used"; "Attention Kernels Optimization": 2-CTA MMA of
+    # Blackwell): its math at the fp8 GEMM rate over bf16's. Blackwell is told by its FP4 tensor cores
+    # (objectives.intervals.generation does the same); Hopper, other engines and bf16 caches in bf16
+    fp8_mqa = mla & (as_codes(c["kv_precision"]) == 1) & (engine == 0) & (c["gpu_fp4_tflop_s"] > 0)
+    rate_dec = rate_attn * np.where(fp8_mqa, rate8 / rate16, 1.0)
+    dec_flop = 2.0 * heads * dec_dims  # FLOPs per cached token read (x keys / rate_dec: StepModel)
+    pre_flop = 2.0 * heads * (c["attn_qk_dim"] + c["attn_v_dim"])  # per attended key (x pre_keys / rate_attn)
+
+    # --- communication (objectives.collectives; latency the serving all-reduce's), linear in the group's
+    # tokens: comm0 + comm1 x tokens
+    tiers = Tiers(size=c["scaleup_size"], bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.base.scaleup_eff,
+                  bw_out=c["nic_gbyte_s"] * 1e9 * cal.base.scaleout_eff * c["net_eff_rel"],
+                  lat_up=0.0, lat_out=cal.base.scaleout_latency_s, mesh=c["scaleup_mesh"])
+    lat = cal.allreduce_latency_s
+    row = h * ACT_BYTES  # bytes of one token's activations
+    n_ar = 2.0 * layers * (t > 1)
+    # under attention data parallelism an MoE layer moves its tokens to the experts and back: by default
+    # (TensorRT-LLM fused_moe without its opt-in all-to-all; vLLM's allgather_reducescatter backend;
+    # SGLang without DeepEP) an all-gather of every group's tokens, quantized where the weights are,
+    # and a reduce-scatter of the outputs in bf16; with ``moe_all_to_all`` (DeepEP, TensorRT-LLM's
+    # all-to-all kernels) a dispatch and a combine of the top-k copies of each token, fp8 out and bf16 back
+    gathered = (d > 1) & moe
+    n_gather = moe_layers * gathered * (c["moe_all_to_all"] <= 0)
+    n_a2a = 2.0 * moe_layers * gathered * (c["moe_all_to_all"] > 0)
+    dispatch = np.where(prec > 0, 1.0, ACT_BYTES)
+    a2a_row = topk * h * (dispatch + ACT_BYTES) / 2.0 * imbalance  # per token and call (dispatch, combine)
+
+    # a bandwidth term at 0 bytes is 0 exactly where every bandwidth is positive and every group has a rank
+    positive = bool(np.all(tiers.bw_up > 0) and np.all(tiers.bw_out > 0))
+
+    def linear(terms, per_token, group, stride, used):
+        """(seconds at 0 bytes, seconds per token) of a collective of ``per_token`` bytes a token, the time
+        at ``per_token`` bytes minus that at 0 (``terms``: the collective's bandwidth and latency terms, of
+        which its time is the sum; at 0 bytes its latency alone); (0, 0) where no row of the chunk runs it."""
+        if not np.any(used):
+            return 0.0, 0.0
+        bw, lat = terms(per_token, group, stride, tiers)
+        at0 = lat if positive and np.all(group >= 1) else sum(terms(0.0, group, stride, tiers))
+        return at0, (bw + lat) - at0
+
+    piped = p > 1
+    ar0, ar1 = linear(all_reduce_terms, row, t, 1.0, n_ar)
+    a2a0, a2a1 = linear(all_to_all_terms, a2a_row, g, 1.0, n_a2a)
+    # the all-gather and reduce-scatter carry every group's own tokens, not the busiest group's padded to
+    # g copies (TensorRT-LLM fused_moe: allgather / reducescatter with ``sizes=all_rank_num_tokens``
+    # unless ``use_dp_padding``, which only CUDA-graphed decode steps set): per token of the stage
+    ag0, ag1 = linear(reduce_scatter_terms, row * dispatch / ACT_BYTES, g, 1.0, n_gather)  # the all-gather's
+    rs0, rs1 = linear(reduce_scatter_terms, row, g, 1.0, n_gather)
+    pp0, pp1 = linear(p2p_terms, row, p, g, piped)
+    comm0 = n_ar * (lat + ar0) + n_a2a * (lat + a2a0) + n_gather * (2.0 * lat + ag0 + rs0) + piped * (lat + pp0)
+    comm1 = n_ar * ar1 + n_a2a * a2a1 + piped * pp1
+    # the group's tokens through HBM: activations, KV written, collectives; the stage's tokens gathered
+    per_group_token = act_group + kv_layer * layers / bw + comm1
+    per_stage_token = act_stage + n_gather * (ag1 + rs1)
+
+    # --- launch and host
+    launch = layers * LAUNCH_S_PER_LAYER
+    # the host's work runs slower on a Grace host than on an x86 Xeon (``host_grace_scale``: PyTorch's CPU
+    # time per module 2.75x on GB200, TransformerEngine #2053; the engine's Python executor likewise)
+    grace = 1.0 + c["host_grace"] * (cal.host_grace_scale - 1.0)
+    host = lookup(np.asarray(cal.host_step_s), engine) * grace
+    host_request = lookup(np.asarray(cal.host_request_s), engine) * grace
+    overlap = lookup(_OVERLAP, engine) > 0
+    graphs = lookup(_GRAPHS, engine)
+    graph_max = lookup(_GRAPH_MAX, engine)
+    return {"dense_mem": dense_mem, "dense_flop": dense_flop, "expert_mem": expert_mem, "imbalance": imbalance,
+            "expert_flop": expert_flop, "expert_half": expert_half, "log_miss": log_miss, "act_stage": act_stage,
+            "logits_mem": logits_mem, "logits_flop": logits_flop, "comm0": comm0, "per_group_token": per_group_token,
+            "per_stage_token": per_stage_token, "launch": launch, "host": host, "host_request": host_request,
+            "overlap": overlap, "graphs": graphs, "graph_max": graph_max, "kv_layer": kv_layer, "bw": bw,
+            "full_layers": full_layers, "win_layers": win_layers, "dec_flop": dec_flop, "rate_dec": rate_dec,
+            "pre_flop": pre_flop, "rate_attn": rate_attn}
 
 
 class StepModel:
     """The per-row constants of a step (what does not depend on the batch) and :meth:`time` of a step.
 
-    ``c``: prepared columns with TransformerParameters' and ServingMemory's outputs; ``cal``: ServingCalibration.
-    Every array broadcasts against the batch arrays :meth:`time` gets (one row, or rows x candidates)."""
+    ``c``: prepared columns with TransformerParameters' and ServingMemory's outputs; ``cal``: ServingCalibration;
+    ``design``: :func:`step_design` of the rows (by row), computed from ``c`` where not given. Every array
+    broadcasts against the batch arrays :meth:`time` gets (one row, or rows x candidates)."""
 
-    def __init__(self, c, cal):
-        t, d, p = c["tp"], c["attn_dp"], c["pp"]
-        g = t * d
-        h, a = c["d_model"], c["n_heads"]
-        isl, osl = c["input_len"], c["output_len"]
-        layers, moe_layers, full_layers = stage_layers(c)
-        win_layers = layers - full_layers
-        prec, engine = as_codes(c["precision"]), as_codes(c["engine"])
-        bpw = lookup(BYTES_PER_VALUE, prec)
-        moe = c["moe_experts"] > 0
-        mla = c["kv_lora_rank"] > 0
-        topk = np.where(moe, c["moe_topk"], 0.0)
-        experts = np.maximum(c["moe_experts"], 1.0)
-
-        # --- rates: HBM at hbm_eff; GEMMs at the precision's measured rate (bf16 where the GPU has none:
-        # such rows are infeasible, con_precision); attention at the flash-attention efficiency, in bf16
-        bw = c["gpu_hbm_tbyte_s"] * 1e12 * cal.hbm_eff
-        peak16 = c["gpu_bf16_tflop_s"] * 1e12
-        rate16 = peak16 * c["gpu_gemm_eff_bf16"] * cal.gemm_eff_scale[0]
-        # a lower precision never runs slower than the next higher one on the same GPU (its tensor cores
-        # are at least as fast, and an engine would not lose by it): fp4 >= fp8 >= bf16
-        scales = cal.gemm_eff_scale
-        rate8 = c["gpu_fp8_tflop_s"] * 1e12 * c["gpu_gemm_eff_fp8"] * scales[1]
-        rate8 = np.where(rate8 > 0, np.maximum(rate8, rate16), rate16)
-        rate4 = c["gpu_fp4_tflop_s"] * 1e12 * c["gpu_gemm_eff_fp4"] * scales[2]
-        rate = select(prec, (rate16, rate8, np.where(rate4 > 0, np.maximum(rate4, rate8), rate8)))
-        rate_attn = np.minimum(peak16 * c["gpu_attn_eff_fa3"] * cal.gemm_eff_scale[0], rate16)
-
-        # --- GEMM classes (objectives.serving.memory for the shards): seconds per step of the weights read,
-        # and per token of FLOPs, each GEMM's at its narrowest width's share of the rate (x d / (d +
-        # gemm_n_half), the training calibration's: objectives/compute.py)
-        repl = c["params_attn_replicated_layer"]
-        attn = (c["params_attn_layer"] - repl) / t + repl
-        shared = (c["params_ffn_layer"] - c["params_expert_layer"]) / t
-        dense_ffn = c["params_ffn_dense_layer"] / t
-        self.dense_mem = bpw * (layers * attn + (layers - moe_layers) * dense_ffn + moe_layers * shared) / bw
-        n_half = cal.base.gemm_n_half
-        q_width = np.minimum(h, a * c["attn_qk_dim"] / t)
-        dense_width = np.where(moe & (c["dense_d_ff"] > 0), c["dense_d_ff"], c["d_ff"]) / t
-        shared_width = np.maximum(c["moe_shared_experts"], 1.0) * c["d_ff"] / t
-        self.dense_flop = 2.0 * (layers * attn / _fill(q_width, n_half) + (layers - moe_layers) * dense_ffn
-                                 / _fill(np.minimum(h, dense_width), n_half) + moe_layers * shared
-                                 / _fill(np.minimum(h, shared_width), n_half)) / rate
-        self.expert_mem = bpw * moe_layers * c["params_expert_layer"] / g / bw  # every local expert of the stage
-        expert_split = np.maximum(g / c["ep"], 1.0)  # each expert split over g / ep GPUs
-        # the busiest expert-parallel GPU gets more than its share of the routed tokens, and grouped expert
-        # GEMMs run at expert_gemm_scale of a dense GEMM's rate. The imbalance is that of the sum of the
-        # n = E / ep experts a GPU holds, each expert's load spread with coefficient of variation
-        # ``expert_load_cv`` (independent experts: the GPU's cv is cv / sqrt(n)), and the busiest of the ep
-        # GPUs sits about sqrt(2 ln ep) of those spreads above the mean (the expected largest of ep normal
-        # variables, Cramer 1946 Sec. 28.6). Both ends are measured: cv's prior 1.28 is DeepSeek-R1's
-        # per-expert spread without EPLB (TensorRT-LLM tech blog 4, Table 1: std 164.1 over a mean of 128
-        # tokens per expert slot, EP 32 on 32 GB200; objectives/serving/fit.py its box), and the busiest GPU carries at most
-        # ``IMBALANCE_MAX`` = 2.55x the mean, the worst measured without rebalancing (the same table: the
-        # hottest of 32 ranks 1 + 1.564; SGLang's EP72 decode: EPLB gained 2.54x, inference-measurements.md
-        # 2.4), which the normal form overshoots at a few experts a GPU over many GPUs (3.0x at EP 72)
-        ep = c["ep"]
-        per_gpu = np.maximum(experts / np.maximum(ep, 1.0), 1.0)
-        imbalance = np.minimum(1.0 + cal.expert_load_cv * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0)) / per_gpu),
-                               IMBALANCE_MAX)
-        self.imbalance = imbalance
-        self.expert_flop = 2.0 * moe_layers * topk * c["params_expert_layer"] / experts / g \
-            / np.where(moe, cal.expert_gemm_scale, 1.0) / _fill(np.minimum(h, c["d_ff"] / expert_split), n_half) / rate
+    def __init__(self, c, cal, design=None):
+        k = step_design(c, cal) if design is None else design
+        for name in _DESIGN_ATTRIBUTES:
+            setattr(self, name, k[name])
+        self.d = c["attn_dp"]
         self.half = cal.gemm_rows_half  # a GEMM of M rows runs at M / (M + gemm_rows_half) of its rate
-        # the rows' fixed cost (tiles, waves, the weights' stream) is each local expert's, not its tokens': the
-        # busiest GPU's extra tokens scale only the token term (expert_flop x (imbalance x T + expert_half))
-        self.expert_half = np.where(moe, cal.gemm_rows_half * experts / np.maximum(topk, 1.0), 0.0)  # in stage tokens
-        self.log_miss = np.log1p(-np.minimum(topk / experts, 0.999))
-        # 16-bit activations through HBM per token (kernels outside the GEMMs and the GEMMs' own inputs and
-        # outputs: norms and residuals 4h, the attention's q, k, v and context, the feed-forward's gate and up
-        # outputs read by the activation, its output read by the down projection, 6 d_ff; a routed copy's
-        # expanded input and output written and read, 4h, and its interior): what makes MoE layers of narrow
-        # experts (Qwen3: d_ff 768-1536, eight copies a token) bandwidth-bound where dense layers are not
-        kv_width = np.where(mla, a * (c["attn_qk_dim"] + c["attn_v_dim"]), 2.0 * c["n_kv_heads"] * c["d_head"]) / t
-        act_group = ACT_BYTES * (layers * (4.0 * h + a * (c["attn_qk_dim"] + c["attn_v_dim"]) / t + kv_width)
-                                 + (layers - moe_layers) * (2.0 * h + 6.0 * dense_width)
-                                 + moe_layers * (c["moe_shared_experts"] > 0) * (2.0 * h + 6.0 * shared_width)) / bw
-        self.act_stage = ACT_BYTES * moe_layers * (4.0 * h + 6.0 * c["d_ff"] / expert_split) * topk / g * imbalance / bw
-        logits_params = 2.0 * c["vocab_size"] * h / t
-        self.logits_mem = logits_params / bw
-        self.logits_flop = logits_params / rate16
-
-        # --- attention: decode (KV read, absorbed MLA), seconds per decode token of the group, and prefill
-        # (causal, unabsorbed), per prefill token
-        kv_layer = kv_bytes_per_token_layer(c)
-        heads = a / t
-        dec_dims = np.where(mla, 2.0 * c["kv_lora_rank"] + c["qk_rope_dim"], 2.0 * c["d_head"])
+        # attention over the request's context: decode reads every decoding request's KV (its mean context,
+        # a window at most in a windowed layer), prefill attends ISL/2 keys a token (objectives.transformer)
+        isl, osl = c["input_len"], c["output_len"]
+        full_layers, win_layers, bw = k["full_layers"], k["win_layers"], k["bw"]
         ctx = isl + 0.5 * osl  # mean context of a decoding request
         window = c["attn_window"]
         windowed = np.any(win_layers > 0)
         ctx_win = np.where(window > 0, np.minimum(ctx, window), ctx) if windowed else ctx
         keys = full_layers * ctx + win_layers * ctx_win  # cached tokens read per decode token, over the stage
-        # TensorRT-LLM's Blackwell MLA generation kernel with an fp8 KV cache quantizes Q too and runs FP8
-        # multi-query attention on the 5th-generation tensor cores (tech blog 3, "FP8 KV Cache": "both Q and
-        # KV are quantized to FP8, and FP8 MQA is used"; "Attention Kernels Optimization": 2-CTA MMA of
-        # Blackwell): its math at the fp8 GEMM rate over bf16's. Blackwell is told by its FP4 tensor cores
-        # (objectives.intervals.generation does the same); Hopper, other engines and bf16 caches in bf16
-        fp8_mqa = mla & (as_codes(c["kv_precision"]) == 1) & (engine == 0) & (c["gpu_fp4_tflop_s"] > 0)
-        rate_dec = rate_attn * np.where(fp8_mqa, rate8 / rate16, 1.0)
-        attn_dec = np.maximum(kv_layer * keys / bw, 2.0 * heads * dec_dims * keys / rate_dec)
+        self.attn_dec = np.maximum(k["kv_layer"] * keys / bw, k["dec_flop"] * keys / k["rate_dec"])
         pre_keys = full_layers * 0.5 * isl  # attended_keys of a full causal layer: s / 2
         if windowed:
             pre_keys = pre_keys + win_layers * attended_keys(isl, window, c["attn_window_kind"])
-        self.pre_attn = 2.0 * heads * (c["attn_qk_dim"] + c["attn_v_dim"]) * pre_keys / rate_attn
+        self.pre_attn = k["pre_flop"] * pre_keys / k["rate_attn"]
         self.isl = isl
-
-        # --- communication (objectives.collectives; latency the serving all-reduce's), linear in the group's
-        # tokens: comm0 + comm1 x tokens
-        tiers = Tiers(size=c["scaleup_size"], bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.base.scaleup_eff,
-                      bw_out=c["nic_gbyte_s"] * 1e9 * cal.base.scaleout_eff * c["net_eff_rel"],
-                      lat_up=0.0, lat_out=cal.base.scaleout_latency_s, mesh=c["scaleup_mesh"])
-        lat = cal.allreduce_latency_s
-        row = h * ACT_BYTES  # bytes of one token's activations
-        n_ar = 2.0 * layers * (t > 1)
-        # under attention data parallelism an MoE layer moves its tokens to the experts and back: by default
-        # (TensorRT-LLM fused_moe without its opt-in all-to-all; vLLM's allgather_reducescatter backend;
-        # SGLang without DeepEP) an all-gather of every group's tokens, quantized where the weights are,
-        # and a reduce-scatter of the outputs in bf16; with ``moe_all_to_all`` (DeepEP, TensorRT-LLM's
-        # all-to-all kernels) a dispatch and a combine of the top-k copies of each token, fp8 out and bf16 back
-        gathered = (d > 1) & moe
-        n_gather = moe_layers * gathered * (c["moe_all_to_all"] <= 0)
-        n_a2a = 2.0 * moe_layers * gathered * (c["moe_all_to_all"] > 0)
-        dispatch = np.where(prec > 0, 1.0, ACT_BYTES)
-        a2a_row = topk * h * (dispatch + ACT_BYTES) / 2.0 * imbalance  # per token and call (dispatch, combine)
-
-        # a bandwidth term at 0 bytes is 0 exactly where every bandwidth is positive and every group has a rank
-        positive = bool(np.all(tiers.bw_up > 0) and np.all(tiers.bw_out > 0))
-
-        def linear(terms, per_token, group, stride, used):
-            """(seconds at 0 bytes, seconds per token) of a collective of ``per_token`` bytes a token, the time
-            at ``per_token`` bytes minus that at 0 (``terms``: the collective's bandwidth and latency terms, of
-            which its time is the sum; at 0 bytes its latency alone); (0, 0) where no row of the chunk runs it."""
-            if not np.any(used):
-                return 0.0, 0.0
-            bw, lat = terms(per_token, group, stride, tiers)
-            at0 = lat if positive and np.all(group >= 1) else sum(terms(0.0, group, stride, tiers))
-            return at0, (bw + lat) - at0
-
-        piped = p > 1
-        ar0, ar1 = linear(all_reduce_terms, row, t, 1.0, n_ar)
-        a2a0, a2a1 = linear(all_to_all_terms, a2a_row, g, 1.0, n_a2a)
-        # the all-gather and reduce-scatter carry every group's own tokens, not the busiest group's padded to
-        # g copies (TensorRT-LLM fused_moe: allgather / reducescatter with ``sizes=all_rank_num_tokens``
-        # unless ``use_dp_padding``, which only CUDA-graphed decode steps set): per token of the stage
-        ag0, ag1 = linear(reduce_scatter_terms, row * dispatch / ACT_BYTES, g, 1.0, n_gather)  # the all-gather's
-        rs0, rs1 = linear(reduce_scatter_terms, row, g, 1.0, n_gather)
-        pp0, pp1 = linear(p2p_terms, row, p, g, piped)
-        self.comm0 = n_ar * (lat + ar0) + n_a2a * (lat + a2a0) + n_gather * (2.0 * lat + ag0 + rs0) + piped * (lat + pp0)
-        self.comm1 = n_ar * ar1 + n_a2a * a2a1 + piped * pp1
-        # the group's tokens through HBM: activations, KV written, collectives; the stage's tokens gathered
-        self.per_group_token = act_group + kv_layer * layers / bw + self.comm1
-        self.per_stage_token = self.act_stage + n_gather * (ag1 + rs1)
-        self.attn_dec = attn_dec
-        self.d = d
-
-        # --- launch and host
-        self.launch = layers * LAUNCH_S_PER_LAYER
-        # the host's work runs slower on a Grace host than on an x86 Xeon (``host_grace_scale``: PyTorch's CPU
-        # time per module 2.75x on GB200, TransformerEngine #2053; the engine's Python executor likewise)
-        grace = 1.0 + c["host_grace"] * (cal.host_grace_scale - 1.0)
-        self.host = lookup(np.asarray(cal.host_step_s), engine) * grace
-        self.host_request = lookup(np.asarray(cal.host_request_s), engine) * grace
-        self.overlap = lookup(_OVERLAP, engine) > 0
-        self.graphs = lookup(_GRAPHS, engine)
-        self.graph_max = lookup(_GRAPH_MAX, engine)
 
     def time(self, dec, pre, mixed: bool, pre_stage=None) -> np.ndarray:
         """Seconds of one step with ``dec`` decode tokens over the stage (split over the attention groups)
