@@ -44,7 +44,8 @@ from objectives.topology import Topology
 from objectives.transformer import TransformerMath
 
 __all__ = ["MODELS", "TRAINING_MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models",
-           "DEFAULTS", "REQUIRED", "prepare", "evaluate", "check_layout", "check_architecture", "metrics", "rental_labels"]
+           "DEFAULTS", "REQUIRED", "open_table", "fill_defaults", "prepare", "evaluate", "check_layout", "check_architecture",
+           "metrics", "rental_labels"]
 
 #: the model modules, in data-flow order: the design-only ones (the fabric's bandwidth and latency feed the
 #: collectives), the mapping-dependent ones up to the step time, then the cluster economics.
@@ -157,19 +158,39 @@ def _check_numbers(user: Columns) -> None:
             user[name] = np.broadcast_to(cells, value.shape) if is_constant(value) else cells
 
 
-def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
-    """(user columns broadcast, model inputs as float arrays). Raises InputError on bad user input."""
+def open_table(table: Mapping[str, object], categories: Collection[str], check_numbers) -> tuple[
+        Columns, Columns, dict[str, tuple[np.ndarray, np.ndarray]], int]:
+    """The boundary every table passes, training's or serving's: renamed columns refused, columns broadcast,
+    ``check_numbers(user)`` on the text cells of numeric columns, a renting row's cells set from its
+    instance, the ``categories`` encoded and the catalog expanded. Returns (user columns, encoded and
+    expanded columns, each catalog column's few distinct values, rows)."""
     check_renamed(table)  # a column renamed for its unit: one line naming the new name
     user = as_columns(table)
-    _check_numbers(user)
+    check_numbers(user)
     user = catalog.label_instances(user)  # a renting row's GPU, fabric and cost mode are its instance's
     cols: Columns = dict(user)
-    for name in CATEGORIES:
+    for name in categories:
         if name in cols:
             cols[name] = encode(name, cols[name])
     distinct: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # catalog columns: the few values their rows take
     cols = catalog.expand(cols, distinct)
     n = len(next(iter(cols.values()))) if cols else 0
+    return user, cols, distinct, n
+
+
+def fill_defaults(floats: Columns, defaults: Mapping[str, float], n: int) -> None:
+    """Each of ``defaults`` absent from ``floats`` as a zero-copy constant column; one present has its blank
+    cells filled with the default (a NaN default leaves blanks blank)."""
+    for name, default in defaults.items():
+        if name not in floats:
+            floats[name] = np.broadcast_to(np.float64(default), (n,))
+        elif not np.isnan(default):
+            floats[name] = fill_blanks(floats[name], default)
+
+
+def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
+    """(user columns broadcast, model inputs as float arrays). Raises InputError on bad user input."""
+    user, cols, distinct, n = open_table(table, CATEGORIES, _check_numbers)
     for name in REQUIRED:
         if name not in cols:
             where = " and the catalog" if name.startswith(("gpu_", "scale", "nic")) else ""
@@ -184,11 +205,7 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             one = _as_float(value)
             if one is not None:
                 floats[name] = one
-    for name, default in DEFAULTS.items():  # absent: a zero-copy constant column
-        if name not in floats:
-            floats[name] = np.broadcast_to(np.float64(default), (n,))
-        elif not np.isnan(default):
-            floats[name] = fill_blanks(floats[name], default)
+    fill_defaults(floats, DEFAULTS, n)
     # blank cells derived from other columns (a column without blanks is used as it is)
     heads = floats["n_heads"]
     floats["n_kv_heads"] = fill_blanks(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads

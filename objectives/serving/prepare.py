@@ -26,9 +26,8 @@ import numpy as np
 from objectives import catalog
 from objectives.columns import all_at_least, all_whole, bad_row, distinct_cells, fill_blanks, number_cells
 from objectives.pipeline import DEFAULTS as TRAINING_DEFAULTS
-from objectives.pipeline import check_architecture
-from objectives.renamed import check_renamed
-from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
+from objectives.pipeline import check_architecture, fill_defaults, open_table
+from objectives.table import CATEGORIES, Columns, InputError, is_constant
 
 __all__ = ["SERVING_DEFAULTS", "SERVING_REQUIRED", "SERVING_INPUTS", "SERVING_CATEGORIES", "is_serving_table",
            "prepare_serving"]
@@ -91,17 +90,7 @@ def _check_numbers(user: Columns) -> None:
 
 def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     """(user columns broadcast, model inputs as float arrays) of a serving table; InputError on bad input."""
-    check_renamed(table)
-    user = as_columns(table)
-    _check_numbers(user)
-    user = catalog.label_instances(user)  # a renting row's GPU, fabric and cost mode are its instance's
-    cols: Columns = dict(user)
-    for name in SERVING_CATEGORIES:
-        if name in cols:
-            cols[name] = encode(name, cols[name])
-    distinct: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # catalog columns: the few values their rows take
-    cols = catalog.expand(cols, distinct)
-    n = len(next(iter(cols.values()))) if cols else 0
+    user, cols, distinct, n = open_table(table, SERVING_CATEGORIES, _check_numbers)
     floats: Columns = {}
     for name, value in cols.items():
         if value.dtype.kind in "iufb":
@@ -115,11 +104,7 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
         if name not in floats:
             where = " and the catalog" if name.startswith(("gpu_", "scale", "nic")) else ""
             raise InputError(f"is required in a serving table (missing from the table{where})", column=name)
-    for name, default in SERVING_DEFAULTS.items():
-        if name not in floats:
-            floats[name] = np.broadcast_to(np.float64(default), (n,))
-        elif not np.isnan(default):
-            floats[name] = fill_blanks(floats[name], default)
+    fill_defaults(floats, SERVING_DEFAULTS, n)
     heads = floats["n_heads"]
     floats["n_kv_heads"] = fill_blanks(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
     if "d_head" not in floats or np.isnan(distinct_cells(floats["d_head"])).any():
