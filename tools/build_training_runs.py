@@ -33,8 +33,8 @@ COLUMNS = [
     "sequence_parallel", "zero_stage", "tied_embeddings", "stack", "dropout",
     "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim",
     "moe_shared_experts", "moe_dense_layers", "dense_d_ff", "moe_layer_freq",
-    "attn_window", "attn_window_frac", "attn_window_kind",
-    "measured_tokens_per_s_per_gpu", "measured_basis", "include", "exclude_reason",
+    "attn_window", "attn_window_frac", "attn_window_kind", "fp8_recipe",
+    "measured_tokens_per_s_per_gpu", "container_spread_frac", "measured_basis", "include", "exclude_reason",
     "published_tflop_s_per_gpu", "published_mfu_pct", "notes",
 ]
 
@@ -130,6 +130,7 @@ GPU_MAP = {
     "B200-SXM (DGX B200)": "b200",
     "GB200 (NVL72)": "gb200",
     "GB300 (NVL72)": "gb300",
+    "B300 (DGX B300)": "b300",
 }
 
 
@@ -142,6 +143,26 @@ def map_precision(p: str) -> str:
     if "bf16" in q or "fp16" in q:
         return "bf16"
     raise ValueError(f"unknown precision {p!r}")
+
+
+def map_fp8_recipe(p: str, key: str) -> str:
+    """The fp8 scaling recipe a row ran (objectives/quantization.py says what each costs); blank off fp8.
+
+    Megatron-Bridge names it (FP8-CS current scaling, FP8-MX / MXFP8 32-element blocks, blockwise 128x128 /
+    1x128); its plain "FP8" (containers 26.02-26.06) and 25.09's inferred per-tensor primary are its
+    ``fp8_cs`` default, per-tensor current scaling. Transformer Engine's 2023-2024 default is delayed scaling
+    (NeMo 24.03 / 24.07 "TransformerEngine hybrid", MosaicML's ``amp_fp8`` through te.fp8_autocast).
+    """
+    q = p.strip().lower()
+    if "fp8" not in q:
+        return ""
+    if "mx" in q:
+        return "mxfp8"
+    if "blockwise" in q:
+        return "blockwise"
+    if key.startswith("mbridge-"):
+        return "tensor_current"
+    return "tensor_delayed"
 
 
 def map_recompute(r: str) -> str:
@@ -175,7 +196,7 @@ def map_zero(z: str) -> str:
 def family(model: str) -> str:
     m = model.lower()
     for key, fam in [
-        ("deepseekv4", "deepseek-v4"), ("deepseek", "deepseek-v3"), ("nemotron_3", "nemotron-3"),
+        ("deepseekv4", "deepseek-v4"), ("deepseek", "deepseek-v3"), ("kimi", "kimi-k2"), ("nemotron_3", "nemotron-3"),
         ("nemotron", "nemotron"), ("gpt oss", "gpt-oss"), ("qwen3", "qwen3"), ("llama", "llama"),
         ("mpt", "mpt"), ("gpt", "gpt"),
     ]:
@@ -187,12 +208,12 @@ def family(model: str) -> str:
 FFN_KIND = {  # 2-matrix MLP -> gelu, gated 3-matrix MLP -> swiglu
     "gpt": "gelu", "mpt": "gelu",
     "nemotron": "gelu",  # squared-ReLU, non-gated (Nemotron-4 report; NeMo flops formula 12*ffn/h)
-    "llama": "swiglu", "qwen3": "swiglu", "gpt-oss": "swiglu", "deepseek-v3": "swiglu",
+    "llama": "swiglu", "qwen3": "swiglu", "gpt-oss": "swiglu", "deepseek-v3": "swiglu", "kimi-k2": "swiglu",
 }
 TIED = {  # input/output embedding sharing per family
     "gpt": "1",       # Megatron / NeMo GPT default share_embeddings_and_output_weights=True; GPT-3 ties
     "mpt": "1",       # MPT has no separate LM head
-    "nemotron": "0", "llama": "0", "qwen3": "0", "gpt-oss": "0", "deepseek-v3": "0",
+    "nemotron": "0", "llama": "0", "qwen3": "0", "gpt-oss": "0", "deepseek-v3": "0", "kimi-k2": "0",
 }
 D_HEAD = {"qwen3": 128, "gpt-oss": 64}  # where d_head != d_model / n_heads
 # The architecture columns the shared measurements do not carry, from ../shared/data/model-architectures.csv
@@ -209,9 +230,21 @@ DEEPSEEK_MEMORY = {
     ("b200", 1, 8, 2, 32): "recompute of whole MLPs (recompute_modules mla_up_proj, mlp)",
     ("h100-sxm", 2, 8, 4, 64): "recompute of whole MLPs (recompute_modules mla_up_proj, mlp)",
 }
+# Llama 3 70B under Megatron-FSDP on Blackwell: the Megatron-Bridge recipes (perf_recipes/llama/<gpu>/llama3.py,
+# snapshot 2026-08, llama3_70b_pretrain_64gpu_<gpu>_<precision>_config) offload the activations of 20-40 of its
+# 80 layers to host memory (cpu_offloading, cpu_offloading_num_layers) instead of recomputing them, which the
+# design table cannot describe: (gpu, n_gpus, tp, pp) -> what the recipe does
+LLAMA_OFFLOAD = {
+    ("gb200", 64, 1, 1): "activation offloading to host memory (cpu_offloading_num_layers 20 in bf16, 40 in fp8)",
+    ("gb300", 64, 1, 1): "activation offloading to host memory (cpu_offloading_num_layers 30 in bf16, 20 in fp8)",
+    ("b200", 64, 1, 1): "activation offloading to host memory (cpu_offloading_num_layers 5 in fp8)",
+}
 ARCH_EXTRAS = {
     "deepseek-v3": dict(q_lora_rank="1536", kv_lora_rank="512", qk_rope_dim="64", qk_nope_dim="128", v_head_dim="128",
                         moe_shared_experts="1", moe_dense_layers="3", dense_d_ff="18432"),
+    # Kimi K2: DeepSeek-V3's layout with 64 heads, 384 experts and one leading dense layer (model-architectures.csv)
+    "kimi-k2": dict(q_lora_rank="1536", kv_lora_rank="512", qk_rope_dim="64", qk_nope_dim="128", v_head_dim="128",
+                    moe_shared_experts="1", moe_dense_layers="1", dense_d_ff="18432"),
     "gpt-oss": dict(attn_window="128", attn_window_frac="0.5", attn_window_kind="sliding"),
 }
 
@@ -248,6 +281,9 @@ def build(rows):
         if "this is the primary variant" in (r["notes"] or ""):
             primaries[(r["source"], r["model"], r["gpu_type"], r["n_gpus"])] = r["row_id"]
 
+    # (model, gpu, n_gpus, tp, pp, cp) that a Megatron-Bridge table publishes as Megatron-FSDP
+    fsdp_mappings = {(r["model"], r["gpu_type"], ival(r["n_gpus"]), ival(r["tp"]), ival(r["pp"]), ival(r["cp"]))
+                     for r in rows if (r["zero_or_fsdp"] or "").startswith("Megatron-FSDP")}
     for r in rows:
         notes = []
         key = source_key(r["source"])
@@ -293,7 +329,13 @@ def build(rows):
         if fam == "gpt-oss":
             notes.append("gpt-oss alternates 128-token sliding-window and full attention (attn_window 128 on half "
                          "the layers); its attention sinks (one learned logit per head, no matmul) are left out")
-        if fam == "deepseek-v3":
+        if fam == "kimi-k2":
+            notes.append("MLA, 1 shared expert and 1 leading dense layer of 18432 from model-architectures.csv; trained "
+                         "with the Muon optimizer, whose Newton-Schulz iterations the model costs as Adam's step")
+        if fam == "deepseek-v3" and "w/o MTP" in r["model"]:
+            notes.append("MLA, 1 shared expert and 3 leading dense layers of 18432 from model-architectures.csv; "
+                         "run without the multi-token-prediction module")
+        elif fam == "deepseek-v3":
             notes.append("MLA, 1 shared expert and 3 leading dense layers of 18432 from model-architectures.csv; "
                          "the multi-token-prediction module every Megatron-Bridge DeepSeek-V3 run trains is left out "
                          "(recipes mtp_num_layers 1; the published TFLOP/s per token/s, 2.60e11, is Megatron-LM's count "
@@ -304,6 +346,9 @@ def build(rows):
 
         # ---- precision, hardware
         o["precision"] = map_precision(r["precision"])
+        o["fp8_recipe"] = map_fp8_recipe(r["precision"], key)
+        if o["fp8_recipe"] == "tensor_current" and r["precision"].strip() in ("FP8", "FP8 (per-tensor scaling; inferred)"):
+            notes.append("fp8 recipe inferred: Megatron-Bridge's fp8_cs default, per-tensor current scaling")
         if "fp16" in r["precision"].lower():
             notes.append("fp16 mixed precision counted as bf16 (same tensor-core rate)")
         o["gpu"] = GPU_MAP[r["gpu_type"]]
@@ -344,6 +389,12 @@ def build(rows):
         sp = (r["sequence_parallel"] or "").strip().lower()
         o["sequence_parallel"] = {"no": "0", "yes": "1", "": ""}[sp]
         zs = map_zero(r["zero_or_fsdp"] or "")
+        if key.startswith("mbridge-") and zs == "":
+            # the newest tables leave the cell blank where the archive says "DDP + distributed optimizer
+            # (inferred)" for the same recipe: Megatron-Bridge's recipes all set use_distributed_optimizer
+            zs = "1"
+            notes.append("optimizer sharding blank: Megatron-Bridge's distributed optimizer (zero_stage 1), as the "
+                         "archive's rows of the same recipes")
         if key in ("megatron-readme-2020",) and zs == "":
             zs = "0"
         if key == "megatron-readme-2020" and o["sequence_parallel"] == "":
@@ -351,6 +402,11 @@ def build(rows):
         if key == "megatron-readme-2020":
             notes.append("zero_stage 0 and sequence_parallel 0: neither the distributed optimizer nor "
                          "sequence parallelism existed in Megatron-LM in 2020")
+        if key.startswith("mbridge-") and "inferred" in (r["zero_or_fsdp"] or "") and (
+                (r["model"], r["gpu_type"], n, tp, pp, cp) in fsdp_mappings):
+            zs = "3"
+            notes.append("optimizer sharding inferred in the source data as the distributed optimizer, but the same "
+                         "model, GPUs and mapping are published as Megatron-FSDP in another container: zero_stage 3")
         o["zero_stage"] = zs
         o["stack"] = stack_of(key, r["zero_or_fsdp"] or "")
         # Megatron's GPT recipes train with hidden and attention dropout 0.1 (Megatron-LM and NeMo GPT
@@ -408,6 +464,13 @@ def build(rows):
         if fam == "deepseek-v3" and (o["gpu"], tp, pp, vp, ep) in DEEPSEEK_MEMORY:
             reason = ("DeepSeek-V3 memory savings not describable: on this mapping its Megatron-Bridge recipe fits "
                       f"only with {DEEPSEEK_MEMORY[(o['gpu'], tp, pp, vp, ep)]}")
+        elif fam in ("deepseek-v3", "kimi-k2") and o["gpu"] in ("gb200", "gb300"):
+            reason = ("DeepSeek-V3 memory savings not describable: the GB200/GB300 recipes of this MLA MoE layout "
+                      "stash MoE activations in host memory over the Grace link (moe_paged_stash, "
+                      "perf_recipes/deepseek/<gpu>/deepseek_v3.py; Kimi K2's recipes are DeepSeek-V3's with 384 experts)")
+        elif fam == "llama" and zs == "3" and (o["gpu"], n, tp, pp) in LLAMA_OFFLOAD:
+            reason = ("activation offloading not describable: this Megatron-FSDP recipe fits by "
+                      f"{LLAMA_OFFLOAD[(o['gpu'], n, tp, pp)]}, not by recompute")
         elif fam == "gpt-oss":
             reason = ("gpt-oss attention sinks not describable: a learned softmax offset per head, which Transformer "
                       "Engine runs on its own attention path (softmax_type learnable; context parallelism only as a2a); "
@@ -420,7 +483,7 @@ def build(rows):
         elif key == "nemo-longseq-25.04":
             reason = ("source table internally inconsistent: tp*pp*dp*cp = n_gpus/4 in every row (WARNING "
                       "in training-measurements.csv)")
-        elif "this is the parenthesized variant" in (r["notes"] or ""):
+        elif "this is the parenthesized variant" in (r["notes"] or "") and not o["fp8_recipe"]:
             prim = primaries.get((r["source"], r["model"], r["gpu_type"], r["n_gpus"]), "?")
             reason = (f"parenthesized alternative (different FP8 scaling recipe) of row {prim}: same "
                       f"design-table row, primary kept")
@@ -451,7 +514,8 @@ def build(rows):
 DESIGN_KEY = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len", "global_batch",
               "moe_experts", "moe_topk", "precision", "gpu", "n_gpus", "tp", "pp", "cp", "ep", "vp",
               "micro_batch", "recompute", "sequence_parallel", "zero_stage", "q_lora_rank", "kv_lora_rank",
-              "moe_shared_experts", "moe_dense_layers", "dense_d_ff", "moe_layer_freq", "attn_window", "attn_window_frac")
+              "moe_shared_experts", "moe_dense_layers", "dense_d_ff", "moe_layer_freq", "attn_window", "attn_window_frac",
+              "fp8_recipe")
 
 
 def container_order(key: str) -> tuple:
@@ -532,6 +596,28 @@ def mark_container_regressions(out) -> None:
             o["include"] = "0"
             o["exclude_reason"] = (f"container regression: {o['model']} ran slower in container "
                                    f"{o['source_key'][len('mbridge-'):]} than in later ones; {evidence}")
+    return regressed
+
+
+def mark_container_spread(out, regressed) -> None:
+    """``container_spread_frac`` of each kept Megatron-Bridge row: how far the same design-table row moved
+    across the containers that measured it, max / min - 1 of their tokens/s (containers with a since-fixed
+    regression of the model left out); 0 where one container measured it: the software's own drift on that
+    row, a floor under any error the model can reach on it."""
+    groups = {}
+    for o in out:
+        if not o["source_key"].startswith("mbridge-") or not o["measured_tokens_per_s_per_gpu"]:
+            continue
+        if not (o["include"] == "1" or o["exclude_reason"].startswith("superseded")):
+            continue
+        if (o["model"], o["source_key"]) in regressed:
+            continue
+        groups.setdefault(tuple(o[c] for c in DESIGN_KEY), []).append(o)
+    for group in groups.values():
+        vals = [float(o["measured_tokens_per_s_per_gpu"]) for o in group]
+        for o in group:
+            if o["include"] == "1":
+                o["container_spread_frac"] = f"{max(vals) / min(vals) - 1.0:.4f}"
 
 
 def counts_markdown(out):
@@ -585,7 +671,8 @@ def main(argv=None):
         rows = list(csv.DictReader(fh))
     out = build(rows)
     mark_superseded(out)
-    mark_container_regressions(out)
+    regressed = mark_container_regressions(out)
+    mark_container_spread(out, regressed)
     out.sort(key=lambda o: int(o["run_id"]))
     outp = Path(args.out)
     outp.parent.mkdir(parents=True, exist_ok=True)
