@@ -84,6 +84,8 @@ class StackTraits(NamedTuple):
     #                    micro-batch (PyTorch FSDP mixed precision; SHARD_GRAD_OP reshards after each backward)
     pp_overlap: bool  # interleaved schedules send and receive behind the next model chunk's compute
     #                   (overlap_p2p_comm); without interleaving the sends stay on the critical path
+    low_precision_params: bool = False  # fp8 / fp4 runs keep their weights in that precision and gather them
+    #                                     so (fp8_param_gather, fp4_param_gather; objectives.quantization)
 
 
 #: what each stack does, from its documentation. Pipeline sends of interleaved schedules overlap with compute
@@ -93,13 +95,17 @@ class StackTraits(NamedTuple):
 TRAITS: dict[str, StackTraits] = {
     # Megatron-Core / Megatron-Bridge, 2025+: cuDNN fused attention (TransformerEngine), MoE all-to-all
     # overlap (--overlap-moe-expert-parallel-comm), --overlap-grad-reduce and
-    # --overlap-param-gather, --tp-comm-overlap (Megatron-Core and NeMo performance-tuning docs); bf16
-    # models accumulate and reduce gradients in fp32 (Megatron-LM megatron/training/arguments.py: bf16 sets
-    # accumulate_allreduce_grads_in_fp32; Megatron-Bridge pretraining recipes: ddp.grad_reduce_in_fp32 = True;
-    # Megatron-Core distributed optimizer docs: bf16 parameters, fp32 gradients, 6 + 12/d bytes); the
+    # --overlap-param-gather, --tp-comm-overlap (Megatron-Core and NeMo performance-tuning docs); the
     # column-parallel backward asynchronous (LinearWithGradAccumulationAndAsyncCommunication in
-    # megatron/core/tensor_parallel/layers.py; TE's bulk userbuffer overlap under --tp-comm-overlap)
-    "megatron-core": StackTraits(2, True, True, True, True, 4.0, 12.0, False, True),
+    # megatron/core/tensor_parallel/layers.py; TE's bulk userbuffer overlap under --tp-comm-overlap).
+    # As Megatron-Bridge benchmarks it (perf_recipes/_common.py _benchmark_common and _perf_precision, commit
+    # 067f987d): gradients accumulated and reduce-scattered in bf16 (ddp.grad_reduce_in_fp32 = False; its
+    # performance guide: "validated numerically safe"), so the distributed optimizer adds an fp32 copy of its
+    # gradient shard to the fp32 master weights and Adam moments (Megatron-Core distributed optimizer docs,
+    # 16-bit parameters and gradients: 4 + 16/d bytes); fp8 and fp4 weights kept and gathered in that
+    # precision (training/mixed_precision.py: fp8_param_gather for delayed, current and MX scaling,
+    # fp4_param_gather for NVFP4)
+    "megatron-core": StackTraits(2, True, True, True, True, 2.0, 16.0, False, True, True),
     # the same in 2024 (Megatron-Core r0.8, NeMo 24.x): TransformerEngine then preferred the flash-attn 2
     # backend over cuDNN fused attention on Hopper (TE attention backend selection, NVTE_FLASH_ATTN); NeMo 24.x
     # ran Apex's DistributedFusedAdam with a 16-bit gradient buffer synchronized in bf16 (NeMo-Framework-Launcher

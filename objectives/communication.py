@@ -35,7 +35,8 @@ Volumes (16-bit activations; gradients in the stack's precision):
   model chunk's forward, exposing only what exceeds it.
 - Data parallelism (Narayanan Sec. 3.2; Megatron-Core distributed optimizer; Megatron-FSDP docs): the
   gradients in the stack's precision (fp32 where it accumulates and reduces them in fp32) are
-  reduce-scattered and the 16-bit weights all-gathered (ZeRO-0: the gradients all-reduced). Dense
+  reduce-scattered and the weights all-gathered as held, 16-bit or fp8 / fp4 (objectives.quantization
+  param_bytes; ZeRO-0: the gradients all-reduced). Dense
   parameters go over the dp x cp group, expert parameters over the expert data-parallel group. ZeRO-1
   does both once per step, ZeRO-2 reduce-scatters every micro-batch (and PyTorch FSDP's SHARD_GRAD_OP
   gathers every micro-batch too, resharding after each backward), ZeRO-3 / FSDP also gathers the
@@ -67,12 +68,12 @@ from objectives.collectives import (
     ring_latency_s,
     split_tiers,
 )
+from objectives.quantization import param_bytes
 from objectives.topology import scaleout_bw, scaleout_latency_s
 
 __all__ = ["Communication", "tiers_of"]
 
 ACT_BYTES = 2.0  # 16-bit activations on the wire
-WEIGHT_BYTES = 2.0  # 16-bit weights gathered (ZeRO-1..3)
 #: share of its own duration that a collective running beside compute costs that compute: 18.9%, the mean
 #: slowdown of compute overlapped with communication that Lee et al. measured on A100 and H100 (GPT and
 #: Llama training, 2025, arXiv 2507.03114, abstract and Sec. 5; up to 40%). It is more than the NCCL
@@ -86,6 +87,7 @@ _TP_ASYNC = trait("tp_async_dgrad")
 _UNFUSED_ATTN = (trait("attention_kernel") == 0).astype(np.float64)  # unfused attention: selective recompute re-runs the core
 FULL = 2.0  # recompute code of full recompute (objectives.table CATEGORIES)
 _GRAD_BYTES = trait("grad_bytes")
+_LOW_PARAMS = trait("low_precision_params")
 _PP_OVERLAP = trait("pp_overlap")
 _FP32_SHARDS = trait("fp32_shards")
 
@@ -118,7 +120,8 @@ class Communication(Model):
         "zero_stage", "params_per_gpu", "params_expert_per_gpu", "etp", "time_attn_fwd_s", "time_layer_fwd_s",
         "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh",
         "nic_gbyte_s", "net_eff_rel", "net_oversub_seen",
-        "net_hop_latency_s", "net_hops", "net_transport_latency_s", "stack",
+        "net_hop_latency_s", "net_hops", "net_transport_latency_s", "stack", "precision", "fp8_recipe",
+        "gpu_fp4_tflop_s",
     )
     provides = {
         "time_tp_comm_mb_s": "s; exposed tensor-parallel communication per micro-batch per stage",
@@ -217,7 +220,8 @@ class Communication(Model):
             return dense_s + reduce_scatter_bw_s(bytes_per_param * expert, split_expert, net) if has_experts else dense_s
 
         rs_bw = wire_s(lookup(_GRAD_BYTES, stack))  # gradients in the stack's precision
-        ag_bw = wire_s(WEIGHT_BYTES)
+        # the weights gathered as held: 16-bit, or fp8 / fp4 where the stack keeps them so (fp8_param_gather)
+        ag_bw = wire_s(param_bytes(c["precision"], c["fp8_recipe"], lookup(_LOW_PARAMS, stack), c["gpu_fp4_tflop_s"]))
         z, m = c["zero_stage"], c["n_microbatches"]
         overlaps = lookup(_DP_OVERLAP, stack) > 0
         # overlapping stacks reduce and gather layer by layer (one ring latency each); without overlap one

@@ -24,13 +24,18 @@
   and k, the cross-entropy over fp32 logits) is bound by HBM bandwidth; sequence parallelism splits the
   h-wide part over tp ranks (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
 - fp8 and fp4 GEMMs pay for quantizing their inputs in the forward and their output gradients in the
-  backward (with the transposed copy the other GEMM needs), and their weights every micro-batch.
+  backward (with the transposed copy the other GEMM needs), and their weights every micro-batch, at the
+  bytes of the run's recipe (``fp8_recipe``; NVFP4's own: objectives/quantization.py).
 - MoE layers stream the token permutation (dispatch and combine) through HBM.
 - Context parallelism (ring attention, Transformer Engine ``AttnFuncWithCPAndKVP2P``): the core runs as cp
   kernel calls per pass, each over s/(2 cp) keys per query (causal load balancing: 2 cp chunks), so the
   kernel's own short-sequence rolloff is paid per call (ATTN_CALL_HALF_KEYS); each call writes a partial
   output the forward merges by its log-sum-exp, and the backward adds each call's dQ, dK and dV into its
   accumulators, all through HBM (CP_MERGE_BYTES).
+- The flash-attention forward's softmax exponentials run on the special-function units, which on Blackwell
+  the kernel waits on for about half its time (EXP_WAIT_SHARE); Blackwell Ultra doubles their rate, so its
+  forward takes (1 - share) + share x EXP_REF_TERA_S / gpu_exp_tera_s of the Blackwell time (no term where
+  the catalog gives no rate). The backward, bound by shared memory, is unchanged.
 - Each layer pass pays the stack's ``kernel_overhead_s`` (and an MoE layer ``moe_expert_overhead_s`` per
   expert the GPU holds, moe_experts / ep) of launch and synchronisation the roofline does not see.
 
@@ -52,10 +57,11 @@ import numpy as np
 
 from objectives.base import Model, as_codes, lookup, select
 from objectives.calibration import trait
+from objectives.quantization import block_scaled, cast_bytes, low_precision_weights, weight_cast_bytes
 from objectives.transformer import attended_keys
 
 __all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN", "ATTN_TILE", "DROPOUT_ATTN_RATE", "ATTN_CALL_HALF_KEYS",
-           "CP_MERGE_BYTES"]
+           "CP_MERGE_BYTES", "EXP_REF_TERA_S", "EXP_WAIT_SHARE"]
 
 #: HBM bytes per token per layer forward of the element-wise kernels of a Megatron-Core layer with
 #: Transformer Engine's fusions, per element of the width named: "h": 2 norms (r+w: 2 x 4 B) and 2
@@ -63,9 +69,6 @@ __all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN", "ATTN_TILE", "DROPOUT_A
 #: with dropout, its two 1-byte masks; "qk": rotary embedding on q and k (TE fused RoPE: r+w, 4 B);
 #: "f_gelu" / "f_swiglu": the activation over d_ff (r+w 4 B; SwiGLU reads two halves: 6 B)
 ELEMENTWISE_BYTES_PER_TOKEN = {"h": 20.0, "h_dropout": 2.0, "qk": 4.0, "f_gelu": 4.0, "f_swiglu": 6.0}
-#: fp8/fp4 quantisation, HBM bytes per element: read 16-bit, write the low-precision copy and its transpose
-#: for the other GEMM of the backward (TE cast_transpose; delayed scaling takes the amax in the same pass)
-CAST_BYTES = 4.0
 #: unfused attention, HBM bytes per score forward: QK^T writes it (2), the fused scale-mask-softmax reads
 #: and writes it (4), dropout reads it and writes its output and 1-byte mask (5), AV reads it (2)
 #: (Korthikanti Sec. 4.1: the 5as^2b term is what is kept of this traffic)
@@ -75,6 +78,7 @@ BYTES_PER_ELEMENT = (2.0, 1.0, 0.5)  # bf16, fp8, fp4 GEMM operands
 #: head dimensions 64-256; Dao 2023 Sec. 3.1, Shah et al. 2024 Sec. 3)
 ATTN_TILE = 128.0
 _ATTN_KERNEL = trait("attention_kernel")
+_LOW_PARAMS = trait("low_precision_params")
 _ATTN_WORK = np.where(_ATTN_KERNEL > 0, 0.5, 1.0)  # share of the s x s work done (flash skips the masked half)
 _ATTN_BWD = np.where(_ATTN_KERNEL > 0, 2.5, 2.0)  # backward / forward of the attention core
 #: share of its no-dropout rate a fused flash-attention kernel keeps with attention dropout, forward and
@@ -102,6 +106,15 @@ ATTN_CALL_HALF_KEYS = (0.0, 100.0, 200.0)
 #: each call writes its dQ (dK, dV) and the step adds it to the accumulator (dq.add_: 6 B), 8 B per step
 #: after the first, per element of Q and of the K/V chunk
 CP_MERGE_BYTES = {"fwd_per_step": 8.0, "fwd_first": 4.0, "bwd_per_step": 8.0}
+#: the exponential rate (10^12 exp2 per s) of the GPUs whose flash-attention efficiency the catalog gives for
+#: Blackwell (B200, GB200: 5; gpus.yaml gpu_exp_tera_s)
+EXP_REF_TERA_S = 5.0
+#: share of a Blackwell flash-attention forward that waits on the exponentials: NVIDIA measured the fp8
+#: attention forward of DeepSeek-V3 about 1.35x faster on GB300 than on GB200 with 2.14x the exponential rate
+#: (10.7 against 5.0 TeraExponentials/s; "Making Softmax More Efficient with Blackwell Ultra", 2025, X29), so
+#: 1 / 1.35 = (1 - share) + share / 2.14: share = (1 - 1/1.35) / (1 - 1/2.14) = 0.487, as FlashAttention-4's
+#: analysis finds the B200 forward co-bound by tensor cores and exponentials (1,024 cycles each a tile)
+EXP_WAIT_SHARE = (1.0 - 1.0 / 1.35) / (1.0 - 5.0 / 10.7)
 _F_BYTES = (ELEMENTWISE_BYTES_PER_TOKEN["f_gelu"], ELEMENTWISE_BYTES_PER_TOKEN["f_swiglu"])  # by ffn_kind
 
 
@@ -118,10 +131,11 @@ class ComputeTime(Model):
         "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "moe_shared_experts", "dense_d_ff",
         "attn_window", "attn_window_kind", "layers_per_stage", "layers_last_stage", "moe_layers_per_stage",
         "moe_layers_last_stage", "full_attn_layers_per_stage", "full_attn_layers_last_stage",
-        "etp", "precision", "tp", "pp", "cp", "ep",
+        "etp", "precision", "fp8_recipe", "tp", "pp", "cp", "ep",
         "micro_batch", "recompute", "dropout",
         "sequence_parallel", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16",
-        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_hbm_tbyte_s", "stack",
+        "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_exp_tera_s", "gpu_hbm_tbyte_s",
+        "stack",
     )
     provides = {
         "gemm_flops_per_s": "FLOP/s; achievable GEMM rate at the run's precision (peak x measured efficiency)",
@@ -136,7 +150,8 @@ class ComputeTime(Model):
                            "stage's mean layer)",
         "time_logits_s": "s; output projection and cross-entropy, forward and backward, one micro-batch",
         "time_compute_mb_s": "s; compute of one micro-batch on the slowest pipeline stage",
-        "con_precision": "flag; 1 where the GPU has no tensor cores for the precision (<= 0 supported)",
+        "con_precision": "flag; 1 where the GPU has no tensor cores for the precision, 2 where an fp8 run asks for "
+                         "MXFP8 on tensor cores without block scaling (<= 0 supported)",
     }
 
     def compute(self, c, cal):
@@ -144,6 +159,10 @@ class ComputeTime(Model):
         peak = select(prec, (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])) * 1e12
         eff = select(prec, (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
         unsupported = ~((peak > 0) & (eff > 0))
+        # the fp8 recipe (objectives.quantization; a blank is the GPU's, objectives.pipeline); MXFP8 needs
+        # tensor cores that scale blocks
+        recipe = c["fp8_recipe"]
+        no_mx = (prec == 1) & (recipe == 3) & ~block_scaled(c["gpu_fp4_tflop_s"])
         bf16_rate = c["gpu_bf16_tflop_s"] * 1e12
         bf16_gemm = bf16_rate * c["gpu_gemm_eff_bf16"]
         gemm_rate = np.where(unsupported, bf16_gemm, peak * eff)
@@ -164,7 +183,6 @@ class ComputeTime(Model):
         sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)
         n_half = cal.gemm_n_half
         e = ELEMENTWISE_BYTES_PER_TOKEN
-        quantized = prec > 0
 
         # --- attention projections, the same in every layer. Tensor parallel Q/K/V (MLA: the up
         # projections) and O; MLA's down projections are duplicated on every tp rank (Megatron-Core
@@ -251,6 +269,13 @@ class ComputeTime(Model):
         drop_fwd = np.where(dropped, 1.0 / DROPOUT_ATTN_RATE["fwd"], 1.0)
         t_attn_full, t_attn_win = t_attn_full * drop_fwd, t_attn_win * drop_fwd
         attn_bwd = attn_bwd * np.where(dropped, DROPOUT_ATTN_RATE["fwd"] / DROPOUT_ATTN_RATE["bwd"], 1.0)
+        # the fused forward's exponentials at the GPU's rate against the Blackwell one its efficiency describes
+        # (EXP_WAIT_SHARE); the backward keeps its own time (attn_bwd is relative to the forward)
+        exp_rate = c["gpu_exp_tera_s"]
+        exp_fwd = np.where(fused & (exp_rate > 0),
+                           1.0 - EXP_WAIT_SHARE + EXP_WAIT_SHARE * EXP_REF_TERA_S / np.where(exp_rate > 0, exp_rate, 1.0), 1.0)
+        t_attn_full, t_attn_win = t_attn_full * exp_fwd, t_attn_win * exp_fwd
+        attn_bwd = attn_bwd / exp_fwd
 
         # ring attention's merges through HBM (CP_MERGE_BYTES): the forward's partial outputs (per element of
         # the rank's output, n_heads / tp x v wide), the backward's dQ and dK/dV accumulation (Q and the K/V chunk)
@@ -277,13 +302,15 @@ class ComputeTime(Model):
         # before the all-gather of sequence parallelism; MLA's latents likewise; the out-projection's and
         # FC2's inputs split over tp); backward, each GEMM's output gradient (QKV's, FC1's split over tp, MLA's
         # down projection's on the shard, the out-projection's and FC2's full h); the weights once per micro-batch
-        cast = np.where(quantized, CAST_BYTES * tokens, 0.0) / hbm
+        cast = cast_bytes(prec, recipe, c["gpu_fp4_tflop_s"]) * tokens / hbm
         cast_attn_fwd = cast * (h / sp_split + latents / sp_split + ctx / t)
         cast_attn_bwd = cast * (h + (q + k + vals) / t + np.where(mla, down_width / sp_split, 0.0))
         cast_ffn_fwd_moe, cast_ffn_fwd_dense = cast * (h / sp_split + widths_moe / t), cast * (h / sp_split + dense_width / t)
         cast_ffn_bwd_moe = cast * (h + (n_mats - 1.0) * widths_moe / t)
         cast_ffn_bwd_dense = cast * (h + (n_mats - 1.0) * dense_width / t)
-        cast_weights = np.where(quantized, 3.0, 0.0) / hbm
+        # weights a stack keeps in low precision were quantized in the optimizer step: none per micro-batch
+        kept_low = low_precision_weights(prec, recipe, lookup(_LOW_PARAMS, stack))
+        cast_weights = np.where(kept_low, 0.0, weight_cast_bytes(prec, recipe, c["gpu_fp4_tflop_s"])) / hbm
         cast_w_moe, cast_w_dense = cast_weights * (attn_weights + moe_weights), cast_weights * (attn_weights + dense_weights)
 
         # launch and synchronisation: per layer pass; an MoE layer adds one grouped-GEMM launch set per local
@@ -352,5 +379,5 @@ class ComputeTime(Model):
             "time_compute_mb_s": np.maximum(stage(n, m, full),
                                             stage(c["layers_last_stage"], c["moe_layers_last_stage"],
                                                   c["full_attn_layers_last_stage"]) + t_logits),
-            "con_precision": unsupported.astype(np.float64),
+            "con_precision": np.where(unsupported, 1.0, np.where(no_mx, 2.0, 0.0)),
         }

@@ -1,8 +1,9 @@
 """Memory per GPU: model states by ZeRO stage, activations by recompute policy, and the fit in HBM.
 
 Model states (Rajbhandari et al., SC'20, Sec. 3.1 and 5; Megatron-Core distributed optimizer docs, the
-table of bytes per parameter): 16-bit weights (2 bytes), gradients, and the fp32 master weights and Adam
-moments (12), in the stack's precision (calibration.TRAITS ``grad_bytes``, ``optimizer_bytes``): where
+table of bytes per parameter): 16-bit weights (2 bytes; fp8 or fp4 where the stack keeps them so,
+objectives.quantization.param_bytes), gradients, and the fp32 master weights and Adam moments (12), in the
+stack's precision (calibration.TRAITS ``grad_bytes``, ``optimizer_bytes``): where
 gradients are accumulated and reduced in fp32 (Megatron-Core for bf16 models, FSDP with an fp32
 ``reduce_dtype``) they take 4 bytes, 6 + 12/d per parameter under the distributed optimizer; 16-bit
 gradients take 2, and Megatron's fp16 optimizer adds an fp32 copy of them, 16 bytes: 4 + 16/d.
@@ -63,12 +64,12 @@ import numpy as np
 
 from objectives.base import Model, lookup
 from objectives.calibration import trait
+from objectives.quantization import param_bytes
 
-__all__ = ["Memory", "WEIGHT_BYTES", "GEMM_INPUT_BYTES"]
+__all__ = ["Memory", "GEMM_INPUT_BYTES"]
 
-#: bytes per 16-bit weight; the gradients' and optimizer states' bytes are the stack's (calibration.TRAITS
-#: grad_bytes, optimizer_bytes)
-WEIGHT_BYTES = 2.0
+#: the weights' bytes are the precision's where the stack keeps them in it (objectives.quantization.param_bytes),
+#: the gradients' and optimizer states' the stack's (calibration.TRAITS grad_bytes, optimizer_bytes)
 #: bytes of a GEMM input saved for the backward, by precision (bf16, fp8, fp4): Transformer Engine keeps
 #: the quantized copy (the scales of fp4 blocks, 1 byte per 16 values, are left out)
 GEMM_INPUT_BYTES = (2.0, 1.0, 0.5)
@@ -76,6 +77,7 @@ _ATTN_KERNEL = trait("attention_kernel")
 _GRAD_BYTES = trait("grad_bytes")
 _OPTIMIZER_BYTES = trait("optimizer_bytes")
 _FP32_SHARDS = trait("fp32_shards")
+_LOW_PARAMS = trait("low_precision_params")
 GIB_PER_GB = 2.0**30 / 1e9
 
 
@@ -87,12 +89,13 @@ class Memory(Model):
         "q_lora_rank", "kv_lora_rank", "moe_shared_experts", "dense_d_ff", "layers_per_stage", "moe_layers_per_stage",
         "etp", "tp", "pp", "cp", "ep", "vp", "dp",
         "micro_batch", "n_microbatches", "recompute", "sequence_parallel", "zero_stage", "gpu_hbm_gb", "stack",
-        "dropout", "precision",
+        "dropout", "precision", "fp8_recipe", "gpu_fp4_tflop_s",
     )
     provides = {
         "params_per_gpu": "count; parameters held by the busiest GPU before ZeRO sharding",
         "params_expert_per_gpu": "count; of which expert parameters (sharded over the expert data-parallel group)",
-        "mem_weights_gb": "GB; 16-bit weights per GPU (ZeRO-3: the shard plus two gathered units)",
+        "mem_weights_gb": "GB; weights per GPU as held, 16-bit or the fp8 / fp4 copy a stack keeps (ZeRO-3: the shard plus "
+                          "two gathered units)",
         "mem_grads_gb": "GB; gradients per GPU (ZeRO-3: the shard plus two un-sharded units)",
         "mem_optimizer_gb": "GB; fp32 master weights and Adam moments (and fp32 gradient copies) per GPU",
         "mem_activations_gb": "GB; activations in flight on the first pipeline stage plus logits",
@@ -127,8 +130,10 @@ class Memory(Model):
             return per_param * np.where(z >= from_stage, sharded, whole)
 
         grad_bytes = lookup(_GRAD_BYTES, c["stack"])
+        # 16-bit weights, or fp8 / fp4 ones where the stack keeps them so (objectives.quantization.param_bytes);
         # FSDP's ZeRO-3 shard is the fp32 master copy (in the optimizer's bytes), gathered cast to 16 bits
-        weights = state_bytes(WEIGHT_BYTES, 3) * ((z < 3) | (lookup(_FP32_SHARDS, c["stack"]) == 0))
+        w_bytes = param_bytes(c["precision"], c["fp8_recipe"], lookup(_LOW_PARAMS, c["stack"]), c["gpu_fp4_tflop_s"])
+        weights = state_bytes(w_bytes, 3) * ((z < 3) | (lookup(_FP32_SHARDS, c["stack"]) == 0))
         grads = state_bytes(grad_bytes, 2)
         optimizer = state_bytes(lookup(_OPTIMIZER_BYTES, c["stack"]), 1)
         # ZeRO-3 / FSDP un-shards two units at a time, the one computing and the one prefetched, weights and
@@ -137,7 +142,7 @@ class Memory(Model):
         layer_moe = np.where(m > 0, attn_split / t + repl + moe_dense_part / t + expert_layer / (c["etp"] * c["ep"]), 0.0)
         layer_dense = np.where(m < layers, attn_split / t + repl + dense_ffn / t, 0.0)
         unit = np.maximum(np.maximum(layer_moe, layer_dense), c["vocab_size"] * h / t)
-        weights = weights + np.where(z >= 3, 2.0 * WEIGHT_BYTES * unit, 0.0)
+        weights = weights + np.where(z >= 3, 2.0 * w_bytes * unit, 0.0)
         grads = grads + np.where(z >= 3, 2.0 * grad_bytes * unit, 0.0)
 
         # --- activations (Korthikanti et al. Sec. 4) ---

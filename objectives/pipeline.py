@@ -34,6 +34,7 @@ from objectives.intervals import Intervals
 from objectives.layout import Layout
 from objectives.memory import Memory
 from objectives.power import Power
+from objectives.quantization import default_fp8_recipe
 from objectives.reasons import infeasible_reason
 from objectives.reliability import Reliability
 from objectives.renamed import check_renamed
@@ -69,6 +70,8 @@ DEFAULTS: dict[str, float] = {
     "moe_experts": 0.0, "moe_topk": 0.0, "scaleup_mesh": 0.0, "host_grace": 0.0,
     "tied_embeddings": 0.0, "ffn_kind": 1.0, "oversubscription": 1.0,
     "train_tokens": np.nan, "stack": 0.0, "dropout": 0.0,
+    # blank: by the GPU (objectives.quantization.default_fp8_recipe, filled in prepare)
+    "fp8_recipe": np.nan,
     # MLA, MoE extras and windowed attention: 0 = not used (objectives/transformer.py)
     **catalog.MODEL_FIELD_DEFAULTS,
     # decoder layers on the first / last pipeline stage (Megatron's --decoder-first/last-pipeline-num-layers);
@@ -77,7 +80,7 @@ DEFAULTS: dict[str, float] = {
     # cluster economics (issue 4): checkpoints synchronous, the cluster owned; NaN = derived by the model
     "ckpt_mode": 0.0, "cost_mode": 0.0, "ckpt_every_s": np.nan, "storage_units_min": np.nan, "dataset_tb": np.nan,
     # GPU columns a table without a `gpu` id may lack (costs and power come out NaN, or from gpu_tdp_w)
-    "gpu_tdp_w": np.nan, "server_usd_per_gpu": np.nan, "server_w_per_gpu": np.nan, "server_gpus": np.nan,
+    "gpu_tdp_w": np.nan, "gpu_exp_tera_s": np.nan, "server_usd_per_gpu": np.nan, "server_w_per_gpu": np.nan, "server_gpus": np.nan,
     "cloud_usd_per_gpu_hr": np.nan,
     # renting (objectives/catalog/instances.py): none (owned), on demand; what an instance sets, where none
     "instance": 0.0, "pricing": 0.0, "net_transport_latency_s": 0.0, "instance_gpus": np.nan,
@@ -213,6 +216,9 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
         with np.errstate(divide="ignore", invalid="ignore"):  # n_heads 0 is reported below, as an InputError
             per_head = floats["d_model"] / floats["n_heads"]
         floats["d_head"] = fill_blanks(floats["d_head"], per_head) if "d_head" in floats else per_head
+    if has_nan(floats["fp8_recipe"]):  # blank: the GPU's (MXFP8 where its tensor cores scale blocks)
+        gpu_fp4 = floats.get("gpu_fp4_tflop_s", np.zeros(n))
+        floats["fp8_recipe"] = fill_blanks(floats["fp8_recipe"], default_fp8_recipe(gpu_fp4))
     if "sequence_parallel" not in floats or has_nan(floats["sequence_parallel"]):
         tp_splits = (floats["tp"] > 1).astype(np.float64)
         floats["sequence_parallel"] = fill_blanks(floats["sequence_parallel"], tp_splits) \

@@ -68,6 +68,8 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     precision = todo & (col("con_precision") > 0)
     if precision.any():
         names = np.asarray(CATEGORIES["precision"], dtype=object)[col("precision")[precision].astype(np.intp)]
+        names = np.where(col("con_precision")[precision] == 2, "block-scaled (MXFP8; fp8_recipe: tensor_current, "
+                         "tensor_delayed or blockwise)", names)
         out[precision] = join_text(["precision: the GPU has no ", names, " tensor cores"], int(precision.sum()))
     todo &= ~precision
     memory = todo & (col("con_memory") > 0)

@@ -40,6 +40,9 @@ def _instance_ids() -> tuple[str, ...]:
 # Categorical columns and their codes (index in the tuple). Models read the codes.
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "precision": ("bf16", "fp8", "fp4"),
+    # how an fp8 run scales its tensors (objectives/quantization.py); blank: MXFP8 on GPUs with block-scaled
+    # tensor cores, per-tensor current scaling elsewhere
+    "fp8_recipe": ("tensor_delayed", "tensor_current", "blockwise", "mxfp8"),
     "recompute": ("none", "selective", "full"),
     "ffn_kind": ("gelu", "swiglu"),
     # windowed layers attend within a sliding window (gpt-oss, Gemma 3) or aligned chunks (Llama 4)
@@ -57,6 +60,9 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 _ALIASES = {
     "precision": {"fp16": "bf16", "bfloat16": "bf16", "float8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"},
+    "fp8_recipe": {"delayed": "tensor_delayed", "current": "tensor_current", "fp8_cs": "tensor_current",
+                   "cs": "tensor_current", "tensorwise": "tensor_current", "block": "blockwise", "fp8_sc": "blockwise",
+                   "subchannel": "blockwise", "mx": "mxfp8", "fp8_mx": "mxfp8"},
     "recompute": {"no": "none", "false": "none", "true": "full"},
     "stack": {"megatron": "megatron-core", "nemo": "megatron-core", "megatron-bridge": "megatron-core", "fsdp": "pytorch-fsdp"},
     "attn_window_kind": {"swa": "sliding", "sliding_window": "sliding", "chunk": "chunked", "local": "sliding"},

@@ -28,7 +28,7 @@ DESIGN_COLUMNS = (
     "seq_len", "global_batch", "moe_experts", "moe_topk", "precision", "gpu", "n_gpus", "tp", "pp", "cp",
     "ep", "vp", "micro_batch", "recompute", "sequence_parallel", "zero_stage", "tied_embeddings", "stack", "dropout",
     "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim", "moe_shared_experts", "moe_dense_layers",
-    "dense_d_ff", "moe_layer_freq", "attn_window", "attn_window_frac", "attn_window_kind",
+    "dense_d_ff", "moe_layer_freq", "attn_window", "attn_window_frac", "attn_window_kind", "fp8_recipe",
 )
 PAPER_SOURCE = "narayanan21-table1"
 #: the model's columns a run's prediction interval reads beyond the design table's (its mapping, its model's

@@ -41,7 +41,7 @@ def test_cp_ring_across_nodes_steps_at_the_nic():
     assert out["n_microbatches"][0] == 1
     assert out["time_cp_comm_s"][0] == pytest.approx(expected, rel=1e-9)
     assert fwd == pytest.approx(max(31 * hop - 32 * w, 0.0) + w)  # the last step's attention hides nothing
-    assert expected > 0.5 * out["time_compute_s"][0]  # 0.26 s against 0.47 s of compute: a third of the step
+    assert expected > 0.2 * out["time_compute_s"][0]  # 0.15 s against 0.58 s of compute: a fifth of the step
 
 
 def test_cp_search_no_longer_picks_the_cross_node_ring():

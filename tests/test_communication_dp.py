@@ -27,44 +27,51 @@ def _dp(c, **override):
 
 def test_zero3_exposes_the_edges_and_what_exceeds_each_window():
     """ZeRO-3 on one 8-GPU node (dp 8, g_in 8): a layer's 16-bit all-gather of P/L parameters takes
-    a = 7/8 * 2P/L / B_up, its fp32 reduce-scatter r = 2a (Megatron-Core reduces bf16 models' gradients in
-    fp32). With a forward window f = 1.5a and a backward window b = 2a per layer, L = 4, m = 2:
+    a = 7/8 * 2P/L / B_up, its bf16 reduce-scatter r = a (Megatron-Bridge reduces gradients in bf16:
+    grad_reduce_in_fp32 False). With a forward window f = 1.5a and a backward window b = 1.5a per layer,
+    L = 4, m = 2:
 
         forward:  a (layer 0's gather, nothing before it) + 3 * sigma * a (the other three hidden, their
                   compute slowed by the overlap slowdown sigma)
         backward: r (layer 0's reduce-scatter, nothing after it) + 3 * ((a + r - b) + sigma * b) (the gather
-                  of layer i-1 and the reduce-scatter of layer i+1 exceed layer i's backward by a)
-                = 2a + 3a + 6 sigma a
-        per step: m (6a + 9 sigma a); all of it: m (2 * 4a + 4 * 2a) = 32a
+                  of layer i-1 and the reduce-scatter of layer i+1 exceed layer i's backward by a/2)
+                = a + 1.5a + 4.5 sigma a
+        per step: m (3.5a + 7.5 sigma a); all of it: m (2 * 4a + 4a) = 24a
     """
     c = _columns(model="llama3-8b", n_gpus=8, global_batch=16, tp=1, zero_stage=3, stack="megatron-core")
     layers, params = 4.0, 8e9
     a = 7 / 8 * 2 * params / layers / B_UP
     total, exposed = _dp(c, layers_per_stage=layers, params_per_gpu=params, n_microbatches=2,
-                         time_layer_fwd_s=1.5 * a, time_layer_bwd_s=2.0 * a)
-    assert total == pytest.approx(32 * a, rel=1e-12)
-    assert exposed == pytest.approx(2 * (6 * a + 9 * OVERLAP_SLOWDOWN * a), rel=1e-12)
+                         time_layer_fwd_s=1.5 * a, time_layer_bwd_s=1.5 * a)
+    assert total == pytest.approx(24 * a, rel=1e-12)
+    assert exposed == pytest.approx(2 * (3.5 * a + 7.5 * OVERLAP_SLOWDOWN * a), rel=1e-12)
     assert OVERLAP_SLOWDOWN == pytest.approx(0.189)  # Lee et al. 2025, the mean measured slowdown
 
 
 def test_zero1_reduces_once_per_step_and_zero3_every_micro_batch():
     """Gradient accumulation over m = 8 micro-batches: the distributed optimizer (ZeRO-1) reduce-scatters
-    the accumulated fp32 gradients and gathers the bf16 weights once per step, 4 + 2 bytes per parameter
-    on the wire; ZeRO-3 gathers twice and reduce-scatters once per micro-batch, m (2 + 2 + 4) = 64 bytes."""
+    the accumulated bf16 gradients (Megatron-Bridge: grad_reduce_in_fp32 False) and gathers the bf16 weights
+    once per step, 2 + 2 bytes per parameter on the wire; ZeRO-3 gathers twice and reduce-scatters once per
+    micro-batch, m (2 + 2 + 2) = 48 bytes. In fp8 (MXFP8 on a B200) the weights are gathered as kept, 1 B
+    and a 1-byte scale per 32: ZeRO-1 2 + 1.03125."""
     c = _columns(model="llama3-8b", n_gpus=8, global_batch=64, tp=1, stack="megatron-core")
     one_byte = 7 / 8 * 1e9 / B_UP  # one byte per parameter of 1e9 parameters over the node
     z1, _ = _dp(c, zero_stage=1, params_per_gpu=1e9, n_microbatches=8)
     z3, _ = _dp(c, zero_stage=3, params_per_gpu=1e9, n_microbatches=8)
-    assert z1 == pytest.approx(6 * one_byte, rel=1e-12)
-    assert z3 == pytest.approx(64 * one_byte, rel=1e-12)
+    assert z1 == pytest.approx(4 * one_byte, rel=1e-12)
+    assert z3 == pytest.approx(48 * one_byte, rel=1e-12)
+    fp8, _ = _dp(c, zero_stage=1, params_per_gpu=1e9, n_microbatches=8, precision=1.0, fp8_recipe=3.0,
+                 gpu_fp4_tflop_s=9000.0)
+    assert fp8 == pytest.approx((2 + 1 + 1 / 32) * one_byte, rel=1e-12)
 
 
 def test_fsdp_shard_grad_op_gathers_every_micro_batch():
-    """ZeRO-2 over m = 8 micro-batches, fp32 gradients (4 bytes) and bf16 weights (2): Megatron keeps the
-    gathered 16-bit weights and gathers once per step, 8 x 4 + 2 = 34 bytes per parameter on the wire;
-    PyTorch FSDP SHARD_GRAD_OP reshards after every backward and gathers each micro-batch, 8 x (4 + 2) = 48."""
+    """ZeRO-2 over m = 8 micro-batches and bf16 weights (2 bytes): Megatron keeps the gathered 16-bit weights
+    and gathers once per step, its bf16 gradients reduce-scattered each micro-batch, 8 x 2 + 2 = 18 bytes per
+    parameter on the wire; PyTorch FSDP SHARD_GRAD_OP reduces fp32 gradients (4 bytes), reshards after every
+    backward and gathers each micro-batch, 8 x (4 + 2) = 48."""
     one_byte = 7 / 8 * 1e9 / B_UP
-    for stack, bytes_on_wire in (("megatron-core", 34), ("pytorch-fsdp", 48)):
+    for stack, bytes_on_wire in (("megatron-core", 18), ("pytorch-fsdp", 48)):
         c = _columns(model="llama3-8b", n_gpus=8, global_batch=64, tp=1, stack=stack)
         total, _ = _dp(c, zero_stage=2, params_per_gpu=1e9, n_microbatches=8)
         assert total == pytest.approx(bytes_on_wire * one_byte, rel=1e-12), stack

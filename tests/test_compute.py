@@ -143,3 +143,26 @@ def test_ring_attention_pays_its_kernel_calls_and_merges():
     ffn_fwd = out["time_layer_fwd_s"][0] - out["time_attn_fwd_s"][0]
     assert ffn_bwd == pytest.approx(2 * ffn_fwd, rel=0.02)  # the rest of the layer's backward: 2x its forward
 
+
+
+def test_blackwell_ultra_exponentials_shorten_only_the_attention_forward():
+    """The flash-attention forward waits on the exponentials for EXP_WAIT_SHARE = (1 - 1/1.35) / (1 - 5/10.7)
+    = 0.4866 of its Blackwell time (NVIDIA: GB300's 10.7 TeraExponentials/s against GB200's 5 made the fp8
+    attention forward 1.35x faster). A GB300 forward at 10.7 takes 1 - 0.4866 + 0.4866 x 5 / 10.7 = 0.7408 of
+    the same GPU's with the rate set to 5 (a catalog override), its backward the same time; a GPU without a
+    published rate (H100) gets no term."""
+    from objectives.compute import EXP_WAIT_SHARE
+
+    assert EXP_WAIT_SHARE == pytest.approx(0.4866, abs=1e-4)
+    row = dict(model="llama3-8b", n_gpus=8, global_batch=128, seq_len=8192, tp=1, pp=1, micro_batch=2,
+               recompute="none", precision="fp8")
+    fast = objectives.evaluate(dict(row, gpu="gb300"))
+    slow = objectives.evaluate(dict(row, gpu="gb300", gpu_exp_tera_s=5.0))
+    assert fast["time_attn_fwd_s"][0] / slow["time_attn_fwd_s"][0] == pytest.approx(0.7408, abs=1e-4)
+    # the backward: what the layer's fwd + bwd loses with the forward's gain is the same
+    gain = slow["time_attn_fwd_s"][0] - fast["time_attn_fwd_s"][0]
+    assert slow["time_layer_fwd_s"][0] - fast["time_layer_fwd_s"][0] == pytest.approx(gain, rel=1e-9)
+    assert slow["time_layer_bwd_s"][0] == pytest.approx(fast["time_layer_bwd_s"][0], rel=1e-12)
+    h100 = objectives.evaluate(dict(row, gpu="h100-sxm"))
+    h100_5 = objectives.evaluate(dict(row, gpu="h100-sxm", gpu_exp_tera_s=5.0))
+    assert np.isnan(h100["gpu_exp_tera_s"][0]) and h100_5["time_attn_fwd_s"][0] == h100["time_attn_fwd_s"][0]

@@ -53,8 +53,8 @@ HERE = Path(__file__).parent
 GPU_FIELDS = (
     "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
     "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3",
-    "gpu_hbm_gb", "gpu_hbm_tbyte_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "host_grace", "nic_gbyte_s", "nic_usd",
-    "gpu_tdp_w",
+    "gpu_exp_tera_s", "gpu_hbm_gb", "gpu_hbm_tbyte_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "host_grace",
+    "nic_gbyte_s", "nic_usd", "gpu_tdp_w",
     "server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr", "facility_usd_per_mw",
 )
 NETWORK_FIELDS = (
