@@ -4,6 +4,9 @@
     python -m objectives.fit --cross-validate   # leave-one-source-out error (about 12 fits); writes the
                                                 # held-out residuals (catalog/loso_residuals.csv) and the
                                                 # prediction intervals derived from them (catalog/intervals.json)
+    python -m objectives.fit --hold-out-generation                   # leave one GPU generation out (3 fits):
+    python -m objectives.fit --cross-validate --hold-out-generation  # catalog/logo_residuals.csv, the intervals'
+                                                # per-generation widening (objectives.generation_check)
 
 The residual of a run is log(predicted / measured tokens/s per GPU), weighted so that every source weighs
 the same (as in the validation's headline error). Trust-region least squares (scipy.optimize.least_squares,
@@ -56,7 +59,8 @@ from objectives.calibration import CALIBRATION_PATH, FITTED, STACKS, Calibration
 from objectives.validation import RUNS_PATH, load_runs, predict, source_of, summarize
 
 __all__ = ["BOX", "INFORMS", "WELL_INFORMED_RUNS", "IDENTIFIED", "PRIOR_SD_LOG", "RUN_SD_LOG", "label", "source_weights",
-           "log_errors", "residuals", "sensitivity", "Plan", "plan", "Fit", "fit_factors", "fit", "main"]
+           "log_errors", "residuals", "sensitivity", "Plan", "plan", "Fit", "fit_factors", "fit", "held_out", "hold_out_generations",
+           "cross_validate", "main"]
 
 # (name, index or None, lower, upper): the search box of each fitted factor
 BOX = [("kernel_overhead_s", i, 1e-6, 3e-4) for i in range(len(STACKS))] + \
@@ -246,10 +250,32 @@ def held_out(runs, held: np.ndarray, start: Calibration | None = None, max_nfev:
     return pd.concat(parts, ignore_index=True), fold, kept
 
 
-def cross_validate(runs, max_nfev: int, residuals_path=None, intervals_path=None, command: str = "") -> int:
+def hold_out_generations(runs, max_nfev: int, loso_path, residuals_path=None, command: str = "") -> pd.DataFrame:
+    """Leave one GPU generation out (objectives.generation_check): prints, per generation, the error of its
+    runs predicted by factors fitted on the other generations' runs and the coverage of the 80% intervals
+    on them (derived from the other generations' leave-one-source-out residuals in ``loso_path``); writes
+    the residuals to ``residuals_path``. Returns the per-generation table."""
+    from objectives import generation_check, interval_fit
+
+    table, _ = generation_check.check(runs, interval_fit.read_residuals(loso_path), max_nfev, residuals_path, command)
+    print(generation_check.generation_text(table))
+    print("(each generation predicted by factors fitted without its runs; MAPE with each source weighing the same, "
+          "then over rows; inside 80%: share inside the intervals derived without the generation, widened: with "
+          "the generation term of objectives.interval_fit)")
+    if residuals_path:
+        print(f"wrote {residuals_path}")
+    return table
+
+
+def cross_validate(runs, max_nfev: int, residuals_path=None, intervals_path=None, command: str = "",
+                   generation_residuals=None, hold_out: bool = False) -> int:
     """Out-of-sample error: each source predicted by factors fitted without it (:func:`held_out`). The
     held-out predictions' residuals go to ``residuals_path`` and the prediction intervals derived from
-    them to ``intervals_path`` (objectives.interval_fit)."""
+    them to ``intervals_path`` (objectives.interval_fit), with the per-generation widening read from the
+    leave-one-generation-out residuals ``generation_residuals`` (written first by
+    :func:`hold_out_generations` where ``hold_out``; read as stored otherwise, where the file exists)."""
+    from pathlib import Path
+
     from objectives import interval_fit
 
     sources = runs["source_key"].map(source_of)
@@ -270,10 +296,17 @@ def cross_validate(runs, max_nfev: int, residuals_path=None, intervals_path=None
         interval_fit.write_residuals(table, residuals_path, command)
         print(f"wrote {residuals_path}")
         table = interval_fit.read_residuals(residuals_path)  # as stored (6 digits), as the tests derive them
+        if hold_out:
+            print()
+            hold_out_generations(runs, max_nfev, residuals_path, generation_residuals, command)
+        logo = (interval_fit.read_residuals(generation_residuals)
+                if generation_residuals and Path(generation_residuals).exists() else None)
         if intervals_path:
-            params = interval_fit.derive(table, command=command)
+            params = interval_fit.derive(table, command=command, logo=logo)
             interval_fit.write_params(params, intervals_path)
             print(interval_fit.coverage_text(table))
+            if logo is not None:
+                print(interval_fit.generation_coverage_text(table, logo))
             print(f"wrote {intervals_path}")
     return 0
 
@@ -289,18 +322,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--residuals", default=None,
                     help="with --cross-validate: where the held-out residuals go (default: catalog/loso_residuals.csv; "
                          "'-' writes none)")
+    ap.add_argument("--hold-out-generation", action="store_true",
+                    help="leave one GPU generation out: fit on the other generations' runs, report the held-out "
+                         "generation's error and interval coverage (objectives.generation_check); with "
+                         "--cross-validate, after it")
+    ap.add_argument("--generation-residuals", default=None,
+                    help="with --hold-out-generation: where its residuals go (default: catalog/logo_residuals.csv; "
+                         "'-' writes none)")
     ap.add_argument("--intervals", default=None,
                     help="with --cross-validate: where the interval parameters go (default: catalog/intervals.json)")
     args = ap.parse_args(argv)
     runs = load_runs(args.runs)
-    if args.cross_validate:
+    suffix = ("" if args.runs == str(RUNS_PATH) else f" --runs {args.runs}") \
+        + ("" if args.max_nfev == 400 else f" --max-nfev {args.max_nfev}")
+    if args.cross_validate or args.hold_out_generation:
+        from objectives.generation_check import LOGO_RESIDUALS_PATH
         from objectives.interval_fit import RESIDUALS_PATH
         from objectives.intervals import INTERVAL_PATH
 
+
         residuals = None if args.residuals == "-" else (args.residuals or str(RESIDUALS_PATH))
-        command = "python -m objectives.fit --cross-validate" + ("" if args.runs == str(RUNS_PATH) else f" --runs {args.runs}") \
-            + ("" if args.max_nfev == 400 else f" --max-nfev {args.max_nfev}")
-        return cross_validate(runs, args.max_nfev, residuals, residuals and (args.intervals or str(INTERVAL_PATH)), command)
+        logo = None if args.generation_residuals == "-" else (args.generation_residuals or str(LOGO_RESIDUALS_PATH))
+        if not args.cross_validate:  # the check alone, against the stored leave-one-source-out residuals
+            hold_out_generations(runs, args.max_nfev, args.residuals or str(RESIDUALS_PATH), logo,
+                                 "python -m objectives.fit --hold-out-generation" + suffix)
+            return 0
+        return cross_validate(runs, args.max_nfev, residuals, residuals and (args.intervals or str(INTERVAL_PATH)),
+                              "python -m objectives.fit --cross-validate" + suffix
+                              + (" --hold-out-generation" if args.hold_out_generation else ""),
+                              generation_residuals=logo, hold_out=args.hold_out_generation)
     t0 = time.perf_counter()
     cal = fit(runs, max_nfev=args.max_nfev)
     s = summarize(predict(runs, cal))

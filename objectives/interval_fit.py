@@ -3,7 +3,8 @@
     python -m objectives.fit --cross-validate   # refits without each source (minutes): writes the residuals
                                                 # and derives the intervals from them
     python -m objectives.interval_fit           # derives catalog/intervals.json again from the residuals file
-                                                # alone (seconds) and prints the coverage
+                                                # alone (seconds) and prints the coverage (with
+                                                # catalog/logo_residuals.csv, where present: step 4)
 
 ``catalog/loso_residuals.csv`` holds one row per published run: the run predicted by factors fitted
 without its source, its log(predicted / measured tokens/s per GPU) (``log_ratio``) and the columns the
@@ -28,6 +29,26 @@ Derivation (:func:`derive`; the interval's form is in objectives/intervals.py):
    With the source-weighted quantiles alone the nested coverage was 68% over runs (74% source-weighted):
    the two MosaicML A100 sources hold 139 of the 294 runs and one twelfth of the weight each.
 
+4. Generation term (:func:`generation_terms`): g >= 0 per GPU generation, added to log sigma, the smallest
+   widening exp(g) of the intervals of steps 2-3 that holds LEVEL of the generation's residuals (the wider of
+   every source weighing the same and every run weighing the same). Which residuals: for a generation whose
+   runs come from fewer than :data:`MIN_SOURCES` (2) sources, its leave-one-generation-out residuals
+   (``catalog/logo_residuals.csv``, objectives.generation_check: its runs predicted by factors fitted on the
+   other generations' runs alone), at the distance of the validated ground they are on (0 for the runs
+   themselves): a generation seen by one source has never been checked against a second one, and its
+   leave-one-source-out rows are nearly leave-one-generation-out ones whose within-source refits (each run
+   predicted by its source's other runs, objectives.fit.held_out) see the generation after all, so its
+   interval is as wide as the model's error on it when unseen. For a generation of several sources, its
+   leave-one-source-out rows at their held-out distances (a per-group, "Mondrian", calibration); without the
+   leave-one-generation-out file, every generation's from those rows.
+   Measured (training_runs.csv of 2026-12-03, 334 runs, the 52 Blackwell ones all Megatron-Bridge's; ``python -m
+   objectives.fit --cross-validate --hold-out-generation``): held out, Blackwell's runs are off by 22.0%
+   (bias +14.1%; Hopper 8.2%, Ampere 11.4% with each source weighing the same), and intervals derived
+   without Blackwell hold 52% of them; its term is g = 1.16 (x3.18), Ampere's x1.01, Hopper's x1.00. The
+   widened intervals, the term derived without the run's GPU, hold 79% of Blackwell's held-out-generation
+   runs (B200 50%, B300 80%, GB200 90%, GB300 87%); on left-out sources (:func:`nested`, Blackwell's one
+   source out with it) 71% Ampere, 76% Hopper, 56% Blackwell, 70% of all runs (78% source-weighted).
+
 Coverage (:func:`coverage`) is nested: for each source, the intervals are derived again without it (its
 runs neither in the factors' fit nor in the intervals'), its runs' distances taken from the others'
 ground, and the share of its measurements inside their intervals counted.
@@ -43,7 +64,7 @@ import pandas as pd
 
 from objectives import interval_derivation
 from objectives.calibration import STACKS
-from objectives.interval_derivation import FLOOR, RIDGE, band_quantiles, equal_source_weights, fit_log_scale
+from objectives.interval_derivation import FLOOR, RIDGE, band_quantiles, equal_source_weights, fit_log_scale, weighted_quantile
 from objectives.intervals import (
     AXES,
     FEATURES,
@@ -59,11 +80,17 @@ from objectives.intervals import (
 from objectives.table import CATEGORIES
 from objectives.validation import source_of
 
-__all__ = ["RESIDUALS_PATH", "RIDGE", "residual_table", "write_residuals", "read_residuals", "ground_of",
-           "heldout_distances", "fit_scale", "derive", "write_params", "bands", "nested", "coverage", "coverage_text",
-           "main"]
+__all__ = ["RESIDUALS_PATH", "LOGO_RESIDUALS_PATH", "RIDGE", "MIN_SOURCES", "residual_table", "write_residuals",
+           "read_residuals", "read_generation_residuals", "ground_of", "heldout_distances", "fit_scale",
+           "needed_widening", "generation_terms", "derive", "write_params", "bands", "nested", "coverage",
+           "coverage_text", "generation_coverage", "generation_coverage_text", "main"]
 
 RESIDUALS_PATH = Path(__file__).parent / "catalog" / "loso_residuals.csv"
+#: the leave-one-generation-out residuals (objectives.generation_check writes them)
+LOGO_RESIDUALS_PATH = Path(__file__).parent / "catalog" / "logo_residuals.csv"
+#: a generation whose validated runs come from fewer sources than this takes its term from its
+#: leave-one-generation-out residuals (module doc, step 4)
+MIN_SOURCES = 2
 _COLUMNS = ("run_id", "source", "source_key", "model", "stack", "gpu", "generation", "moe", "precision", "n_gpus",
             "tp", "pp", "cp", "ep", "n_params", "n_params_active", "seq_len", "global_batch", "gpu_bf16_tflop_s",
             "gpu_hbm_tbyte_s", "scaleup_gbyte_s", "scaleup_size", "scaleup_mesh", "measured_tokens_per_s_per_gpu",
@@ -164,8 +191,49 @@ def fit_scale(res: pd.DataFrame, dist: np.ndarray, ridge: float = RIDGE) -> dict
             "moe": float(theta[-2]), "kappa": float(theta[-1]), "d_cap": float(np.max(dist))}
 
 
-def derive(res: pd.DataFrame, command: str = "") -> dict:
-    """The interval parameters (objectives/intervals.py reads them) from residual rows."""
+def needed_widening(res: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per row, the factor its interval (``lo``, ``hi`` of the log ratio) must be widened by to hold it (<= 1:
+    inside already)."""
+    r = res["log_ratio"].to_numpy(dtype=np.float64)
+    return np.where(r >= 0.0, r / hi, r / lo)
+
+
+def _term(need: np.ndarray, source_weights: np.ndarray) -> float:
+    """log of the widening that holds LEVEL of the rows counted either way (the larger), >= 0."""
+    m = max(weighted_quantile(need, w, LEVEL) for w in (source_weights, np.ones(len(need))))
+    return float(max(np.log(m), 0.0)) if m > 0 else 0.0
+
+
+def generation_terms(res: pd.DataFrame, params: dict, dist: np.ndarray, logo: pd.DataFrame | None) -> tuple[list, list]:
+    """(g per generation of GENERATIONS, the basis of each: ``logo``, ``loso`` or ``none``; module doc, step 4)
+    under ``params`` (without a generation term) at the leave-one-source-out rows' distances ``dist``."""
+    terms, basis = [], []
+    keys = ground_keys(ground_of(res))
+    for name in GENERATIONS:
+        rows = (res["generation"] == name).to_numpy()
+        few = res.loc[rows, "source"].nunique() < MIN_SOURCES
+        held = None if logo is None else logo[(logo["generation"] == name).to_numpy()].reset_index(drop=True)
+        if rows.any() and few and held is not None and len(held):
+            c = _columns(held)  # at the validated ground they are on: the distance a design like them has
+            d = distance_oct(feature_octaves(c), c["stack"], keys)
+            lo, hi = bands(held, params, d)
+            terms.append(_term(needed_widening(held, lo, hi), equal_source_weights(held)))
+            basis.append("logo")
+        elif rows.any():
+            part = res[rows].reset_index(drop=True)
+            lo, hi = bands(part, params, dist[rows])
+            terms.append(_term(needed_widening(part, lo, hi), equal_source_weights(part)))
+            basis.append("loso")
+        else:
+            terms.append(0.0)
+            basis.append("none")
+    return terms, basis
+
+
+def derive(res: pd.DataFrame, command: str = "", logo: pd.DataFrame | None = None) -> dict:
+    """The interval parameters (objectives/intervals.py reads them) from residual rows; ``logo``: the
+    leave-one-generation-out residuals, for the per-generation term (without them, a generation's term
+    comes from its leave-one-source-out rows; module doc, step 4)."""
     dist = heldout_distances(res)
     scale = fit_scale(res, dist)
     params = {"scale": scale, "quantile": {"lo": 0.0, "hi": 0.0}}
@@ -176,6 +244,9 @@ def derive(res: pd.DataFrame, command: str = "") -> dict:
     # so that the interval means LEVEL of a design's runs whichever way they are counted (module doc, step 3)
     lo, hi = band_quantiles(z, equal_source_weights(res), LEVEL)
     params["quantile"] = {"lo": lo, "hi": hi}
+    terms, basis = generation_terms(res, params, dist, logo)
+    params["scale"]["generation"] = terms
+    params["generation_basis"] = basis
     params.update({
         "level": LEVEL, "stacks": list(STACKS), "generations": list(GENERATIONS), "features": list(FEATURES),
         "ground": ground_of(res),
@@ -192,32 +263,39 @@ def write_params(params: dict, path: str | Path = INTERVAL_PATH) -> None:
 
 
 def bands(res: pd.DataFrame, params: dict, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) of each row's log ratio interval under ``params`` at distances ``dist``."""
+    """(lo, hi) of each row's log ratio interval under ``params`` (with their generation term, if any) at
+    distances ``dist``."""
     c = _columns(res)
-    lo, hi, _ = log_band(c["stack"], c["moe"], dist, params)
+    lo, hi, _ = log_band(c["stack"], c["moe"], dist, params, c["generation"])
     return lo, hi
 
 
-def nested(res: pd.DataFrame) -> pd.DataFrame:
+def _without(logo: pd.DataFrame | None, column: str, value) -> pd.DataFrame | None:
+    return None if logo is None else logo[(logo[column] != value).to_numpy()].reset_index(drop=True)
+
+
+def nested(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run: its held-out distance, the interval derived without its source (``lo``, ``hi`` of the log
-    ratio), whether its measurement is inside, the half-width (fraction of the prediction), and whether the
-    shipped intervals (derived from every source) hold it."""
+    ratio; ``logo``'s rows of the source left out too), whether its measurement is inside, the half-width
+    (fraction of the prediction), and whether the shipped intervals (derived from every source) hold it."""
     dist = heldout_distances(res)
-    lo_s, hi_s = bands(res, derive(res), dist)
+    lo_s, hi_s = bands(res, derive(res, logo=logo), dist)
     r = res["log_ratio"].to_numpy(dtype=np.float64)
     lo, hi = np.zeros(len(res)), np.zeros(len(res))
     for name in res["source"].unique():
         rows = (res["source"] == name).to_numpy()
-        lo[rows], hi[rows] = bands(res[rows], derive(res[~rows].reset_index(drop=True)), dist[rows])
-    return pd.DataFrame({"source": res["source"], "distance_oct": dist, "lo": lo, "hi": hi,
+        params = derive(res[~rows].reset_index(drop=True), logo=_without(logo, "source", name))
+        lo[rows], hi[rows] = bands(res[rows], params, dist[rows])
+    return pd.DataFrame({"source": res["source"], "generation": res["generation"], "gpu": res["gpu"],
+                         "distance_oct": dist, "lo": lo, "hi": hi,
                          "inside": (r >= lo) & (r <= hi), "half_width": (np.exp(-lo) - np.exp(-hi)) / 2.0,
                          "inside_shipped": (r >= lo_s) & (r <= hi_s)})
 
 
-def coverage(res: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+def coverage(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
     """(per source: runs, coverage, median half-width, median held-out distance, the shipped intervals'
     coverage; overall: coverage over runs, with every source weighing the same, median half-width)."""
-    per_run = nested(res)
+    per_run = nested(res, logo)
     g = per_run.groupby("source", sort=True)
     per = pd.DataFrame({"rows": g.size(), "coverage": g["inside"].mean(), "median_half_width": g["half_width"].median(),
                         "median_distance_oct": g["distance_oct"].median(), "coverage_shipped": g["inside_shipped"].mean()})
@@ -227,8 +305,8 @@ def coverage(res: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     return per, overall
 
 
-def coverage_text(res: pd.DataFrame) -> str:
-    per, overall = coverage(res)
+def coverage_text(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> str:
+    per, overall = coverage(res, logo)
     lines = [f"{'source':<24} {'runs':>5} {'inside 80%':>10} {'half-width':>10} {'distance':>9}"]
     for name, row in per.iterrows():
         lines.append(f"{name:<24} {int(row['rows']):>5} {row['coverage']:>10.0%} {row['median_half_width']:>10.1%} "
@@ -241,10 +319,117 @@ def coverage_text(res: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def read_generation_residuals(path: str | Path = LOGO_RESIDUALS_PATH) -> pd.DataFrame | None:
+    """The leave-one-generation-out residuals, None where the file is absent."""
+    return read_residuals(path) if Path(path).exists() else None
+
+
+def unseen_generation(res: pd.DataFrame, logo: pd.DataFrame) -> np.ndarray:
+    """Per row of ``logo``: inside the interval derived without its generation (the leave-one-source-out rows
+    of the other generations; distances from their ground), as a design on a generation no published run is
+    on gets it."""
+    inside = np.zeros(len(logo), dtype=bool)
+    for name in logo["generation"].unique():
+        rows = (logo["generation"] == name).to_numpy()
+        others = res[(res["generation"] != name).to_numpy()].reset_index(drop=True)
+        part = logo[rows].reset_index(drop=True)
+        c = _columns(part)
+        d = distance_oct(feature_octaves(c), c["stack"], ground_keys(ground_of(others)))
+        lo, hi = bands(part, derive(others), d)
+        r = part["log_ratio"].to_numpy(dtype=np.float64)
+        inside[rows] = (r >= lo) & (r <= hi)
+    return inside
+
+
+def widened_generation(res: pd.DataFrame, logo: pd.DataFrame) -> np.ndarray:
+    """Per row of ``logo``: inside the interval of the shipped derivation (every source, the generation
+    terms) at the validated ground it is on, the terms derived without the rows of its GPU (so that a term
+    read from the leave-one-generation-out residuals is checked on a GPU it has not seen)."""
+    keys = ground_keys(ground_of(res))
+    inside = np.zeros(len(logo), dtype=bool)
+    for gpu in logo["gpu"].unique():
+        rows = (logo["gpu"] == gpu).to_numpy()
+        part = logo[rows].reset_index(drop=True)
+        c = _columns(part)
+        lo, hi = bands(part, derive(res, logo=_without(logo, "gpu", gpu)), distance_oct(feature_octaves(c), c["stack"], keys))
+        r = part["log_ratio"].to_numpy(dtype=np.float64)
+        inside[rows] = (r >= lo) & (r <= hi)
+    return inside
+
+
+def generation_coverage(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per generation, per GPU of a generation validated by fewer than MIN_SOURCES sources (``  b200``), and
+    ``all``: runs, the share inside the intervals derived without the run's source (``left_out_source``,
+    :func:`nested`), and with ``logo``: inside the intervals derived without the generation on the runs
+    predicted without it (``left_out_generation``, :func:`unseen_generation`) and inside the shipped
+    intervals with the generation term derived without the run's GPU (``widened``, :func:`widened_generation`),
+    with the generation's term g (its widening exp(g))."""
+    per_run = nested(res, logo)
+    params = derive(res, logo=logo)
+    frame = pd.DataFrame({"generation": per_run["generation"], "gpu": per_run["gpu"], "inside": per_run["inside"]})
+    if logo is not None:
+        lg = pd.DataFrame({"run_id": logo["run_id"], "unseen": unseen_generation(res, logo),
+                           "widened": widened_generation(res, logo)}).set_index("run_id")
+        frame["unseen"] = res["run_id"].map(lg["unseen"]).astype(float).to_numpy()
+        frame["widened"] = res["run_id"].map(lg["widened"]).astype(float).to_numpy()
+    groups = []
+    for code, name in enumerate(GENERATIONS):
+        rows = (frame["generation"] == name).to_numpy()
+        if not rows.any():
+            continue
+        groups.append((name, rows, params["scale"]["generation"][code]))
+        if params["generation_basis"][code] != "logo" and "widened" in frame:
+            frame.loc[rows, "widened"] = np.nan  # its term is read from its leave-one-source-out rows
+        if res.loc[rows, "source"].nunique() < MIN_SOURCES:
+            groups += [(f"  {gpu}", rows & (frame["gpu"] == gpu).to_numpy(), np.nan)
+                       for gpu in sorted(frame.loc[rows, "gpu"].unique())]
+    groups.append(("all", np.ones(len(frame), dtype=bool), np.nan))
+    out = []
+    for name, rows, term in groups:
+        part = frame[rows]
+        row = {"group": name, "runs": int(rows.sum()), "widening": float(np.exp(term)),
+               "left_out_source": float(part["inside"].mean())}
+        if logo is not None:
+            row["left_out_generation"] = float(part["unseen"].mean())
+            row["widened"] = float(part["widened"].mean()) if name != "all" else np.nan
+        out.append(row)
+    return pd.DataFrame(out).set_index("group")
+
+
+def generation_coverage_text(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> str:
+    table = generation_coverage(res, logo)
+    cols = [("left_out_source", "source out")] + ([("left_out_generation", "gen. out"), ("widened", "widened")]
+                                                   if logo is not None else [])
+    head = f"{'generation':<12} {'runs':>5} {'widening':>9}" + "".join(f" {label:>10}" for _, label in cols)
+    lines = [head, "-" * len(head)]
+    for name, row in table.iterrows():
+        widening = "" if np.isnan(row["widening"]) else f"x{row['widening']:.2f}"
+        lines.append(f"{name:<12} {int(row['runs']):>5} {widening:>9}"
+                     + "".join(f" {'-' if np.isnan(row[c]) else format(row[c], '.0%'):>10}" for c, _ in cols))
+    lines.append("(share of runs inside their 80% interval. source out: intervals derived without the run's source, "
+                 "its runs predicted without it;")
+    if logo is not None:
+        lines.append(" gen. out: its runs predicted by factors fitted without their generation, intervals derived "
+                     "without it; widened: those runs inside the shipped intervals, a one-source generation's widening "
+                     "derived without the run's GPU)")
+    else:
+        lines[-1] = lines[-1][:-1] + ")"
+    return "\n".join(lines)
+
+
+def _derive(res: pd.DataFrame, command: str = "") -> dict:
+    return derive(res, command=command, logo=read_generation_residuals())
+
+
+def _coverage_text(res: pd.DataFrame) -> str:
+    logo = read_generation_residuals()
+    return coverage_text(res, logo) + "\n\n" + generation_coverage_text(res, logo)
+
+
 def main(argv: list[str] | None = None) -> int:
     return interval_derivation.main(argv, prog="python -m objectives.interval_fit", doc=__doc__,
                                     residuals=RESIDUALS_PATH, out=INTERVAL_PATH, read_residuals=read_residuals,
-                                    derive=derive, coverage_text=coverage_text)
+                                    derive=_derive, coverage_text=_coverage_text)
 
 
 if __name__ == "__main__":

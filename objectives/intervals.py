@@ -8,7 +8,7 @@ with a fitted spread (Lei, G'Sell, Rinaldo, Tibshirani & Wasserman 2018, JASA 11
 Papadopoulos, Gammerman & Vovk 2008, normalized nonconformity), the calibration residuals being
 leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshirani 2021, Ann. Stat. 49:486):
 
-    log sigma = b0 + b_stack + b_moe + kappa * min(d, d_cap)
+    log sigma = b0 + b_stack + b_moe + kappa * min(d, d_cap) + g_generation
     log(predicted / measured) in [sigma * z_10, sigma * z_90]
 
 - stack and dense/MoE: what the model is less sure of, one level each (objectives.interval_fit fits them,
@@ -29,6 +29,14 @@ leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshira
   is as far from the published NVL72 runs of at most 3.6 racks as its octaves say, however many 8-GPU
   servers the H100 runs spanned); a domain size no run of the stack has adds nothing on it, the
   ``scaleup_size`` axis counting that distance already.
+- ``g_generation`` (>= 0, one per GPU generation; ``scale.generation`` of the parameters, 0 where absent):
+  how much wider a generation's intervals must be than the pooled scale says for them to hold 80% of its
+  runs. For a generation whose validated runs come from a single source (Blackwell: Megatron-Bridge alone)
+  it is read from the leave-one-generation-out check (objectives.generation_check): the generation's runs
+  predicted by factors fitted without any run of it, i.e. how far off the model is on a generation it has
+  barely seen; for a generation of several sources, from its leave-one-source-out residuals (a per-group,
+  "Mondrian", calibration: Vovk, Gammerman & Shafer 2005, Sec. 4.5). objectives.interval_fit has the rule
+  and the measured figures.
 - the widening stops at ``d_cap`` (the largest distance a held-out run had: beyond it the residuals say
   nothing); ``interval_extrapolated`` marks designs past it, whose interval is then a lower bound on the
   model's uncertainty.
@@ -133,10 +141,13 @@ def distance_oct(octaves: dict[str, np.ndarray], stack: np.ndarray, keys: dict[s
     return np.sqrt(np.broadcast_to(total, shape))
 
 
-def log_band(stack: np.ndarray, moe: np.ndarray, dist: np.ndarray, params: dict):
-    """(lo, hi, sigma): the interval of log(predicted / measured throughput) and its scale."""
+def log_band(stack: np.ndarray, moe: np.ndarray, dist: np.ndarray, params: dict, gen: np.ndarray | None = None):
+    """(lo, hi, sigma): the interval of log(predicted / measured throughput) and its scale; ``gen`` (codes of
+    :data:`GENERATIONS`): with the parameters' per-generation term where they have one (module doc)."""
     s = params["scale"]
     log_sigma = s["intercept"] + lookup(s["stack"], as_codes(stack)) + s["moe"] * moe + s["kappa"] * np.minimum(dist, s["d_cap"])
+    if gen is not None and "generation" in s:
+        log_sigma = log_sigma + lookup(s["generation"], as_codes(gen))
     sigma = np.exp(log_sigma)
     return sigma * params["quantile"]["lo"], sigma * params["quantile"]["hi"], sigma
 
@@ -179,7 +190,7 @@ class Intervals(Model):
         gen = generation(c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
         dist = distance_oct(feature_octaves({**c, "generation": gen}), c["stack"], keys)
         dist = np.broadcast_to(dist, np.broadcast_shapes(dist.shape, np.shape(c["step_time_s"])))
-        lo, hi, _ = log_band(c["stack"], (c["moe_experts"] > 0) * 1.0, dist, params)
+        lo, hi, _ = log_band(c["stack"], (c["moe_experts"] > 0) * 1.0, dist, params, gen)
         # measured throughput = predicted * exp(-log ratio): the low end of the ratio gives the high throughput
         fast, slow = np.exp(-lo), np.exp(-hi)
         # no faster than every model FLOP at the GPU's measured large-GEMM rate (mfu <= GEMM efficiency)

@@ -6,7 +6,12 @@ sources). Prints, per source and overall, predicted against measured tokens/s pe
 absolute percentage error, and the coverage of the 80% prediction intervals on left-out sources: the
 share of each source's runs whose measurement falls inside the interval derived without that source
 (from the stored leave-one-source-out residuals, objectives/catalog/loso_residuals.csv; see
-objectives.interval_fit), with the median half-width; ``--out`` writes the per-row table.
+objectives.interval_fit), with the median half-width. Then the in-sample error per GPU generation and per
+GPU within Megatron-Bridge, and the held-out coverage per generation (per GPU for a generation validated by
+one source): intervals derived without the run's source, and, from the leave-one-generation-out residuals
+(objectives/catalog/logo_residuals.csv, objectives.generation_check), the runs predicted without their
+generation inside intervals derived without it and inside the shipped, generation-widened ones.
+``--out`` writes the per-row table.
 """
 
 from __future__ import annotations
@@ -35,11 +40,58 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _coverage() -> str:
-    """The 80% intervals' coverage on left-out sources, from the stored residuals (no refit)."""
-    from objectives.interval_fit import RESIDUALS_PATH, coverage_text, read_residuals
+    """The 80% intervals' coverage on left-out sources, and per generation (with the leave-one-generation-out
+    residuals where they are stored), from the stored residuals (no refit)."""
+    from objectives.interval_fit import (
+        LOGO_RESIDUALS_PATH,
+        RESIDUALS_PATH,
+        coverage_text,
+        generation_coverage_text,
+        read_generation_residuals,
+        read_residuals,
+    )
 
+    res, logo = read_residuals(), read_generation_residuals()
+    stored = RESIDUALS_PATH.name + ("" if logo is None else f", {LOGO_RESIDUALS_PATH.name}")
     return ("Prediction intervals (80%), each source left out of the factors' fit and of the intervals' "
-            f"derivation ({RESIDUALS_PATH.name}):\n" + coverage_text(read_residuals()))
+            f"derivation ({RESIDUALS_PATH.name}):\n" + coverage_text(res, logo) + "\n\n"
+            f"Held-out coverage per GPU generation ({stored}):\n" + generation_coverage_text(res, logo))
+
+
+def _error_table(title: str, keys, result) -> list[str]:
+    """Per value of ``keys`` (a Series aligned with ``result``): runs, sources, MAPE, worst, bias (in-sample)."""
+    from objectives.validation import source_of
+
+    g = result.groupby(keys.to_numpy(), sort=False)
+    head = f"{title:<12} {'runs':>5} {'sources':>7} {'MAPE':>7} {'worst':>7} {'bias':>7}"
+    lines = [head, "-" * len(head)]
+    sources = result["source_key"].map(source_of)
+    for name, part in g:
+        lines.append(f"{name:<12} {len(part):>5} {sources[part.index].nunique():>7} {part['ape'].mean():>7.1%} "
+                     f"{part['ape'].max():>7.1%} {part['signed_error'].mean():>+7.1%}")
+    return lines
+
+
+def _generation_errors(result) -> str:
+    """The in-sample error per GPU generation, and per GPU within Megatron-Bridge (the source of every
+    Blackwell run)."""
+    import numpy as np
+    import pandas as pd
+
+    from objectives.intervals import GENERATIONS, generation
+    from objectives.validation import source_of
+
+    code = generation(result["model_gpu_fp8_tflop_s"].to_numpy(dtype=np.float64),
+                      result["model_gpu_fp4_tflop_s"].to_numpy(dtype=np.float64)).astype(int)
+    order = np.argsort(code, kind="stable")
+    ordered = result.iloc[order]
+    gens = pd.Series(np.asarray(GENERATIONS, dtype=object)[code[order]], index=ordered.index)
+    lines = _error_table("generation", gens, ordered)
+    bridge = ordered[(ordered["source_key"].map(source_of) == "megatron-bridge").to_numpy()]
+    if len(bridge):
+        bridge = bridge.sort_values(["gpu"], key=lambda g: g.map(lambda x: (x.startswith("h"), x)), kind="stable")
+        lines += ["", "megatron-bridge, per GPU (in-sample):"] + _error_table("gpu", bridge["gpu"], bridge)
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
           f"{s.mape_row_weighted:.1%} over rows; Narayanan et al. SC'21 Table 1: {s.mape_paper:.1%}; "
           f"worst source: {s.worst_source} {s.worst_source_mape:.1%}")
     print("(measured and predicted columns are the median tokens/s per GPU of each source's runs)")
+    print()
+    print(_generation_errors(result))
     if args.csv is None and getattr(args, "calibration", None) is None:  # the stored residuals are the shipped fit's
         print()
         print(_coverage())
