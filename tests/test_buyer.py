@@ -222,3 +222,29 @@ def test_names_of_cloud_instances_and_a_single_design():
                                              (0.05404, 2, "0.054"), (16384, 2, "16,384")])
 def test_numbers(v, digits, text):
     assert number(v, digits) == text
+
+
+def test_the_recommendation_says_how_sure_it_is_and_why_the_ground_is_thin(tmp_path):
+    """With intervals in the table: the recommended design's (trial 0, 100 days) 80% interval of its first
+    objective; at a half-width of 0.6 (> THIN_GROUND_HALF_WIDTH), 'thin ground' with its octaves from the
+    validated runs and, on Blackwell (fp4 tensor cores: the shipped intervals widen that generation), the
+    widening; a design within 25% says its interval alone."""
+    from objectives.intervals import load_params
+
+    where = _run_dir(tmp_path / "run")
+    t = _trials()
+    t["time_to_train_days_lo"], t["time_to_train_days_hi"] = 0.8 * t["time_to_train_days"], 1.6 * t["time_to_train_days"]
+    t["interval_half_width_frac"], t["validated_distance_oct"], t["interval_extrapolated"] = 0.6, 4.47, False
+    t["gpu_fp8_tflop_s"], t["gpu_fp4_tflop_s"] = 4500.0, 9000.0
+    t.to_parquet(where / "trials" / "part-00000.parquet")
+    rec = recommend(load_run(where))
+    widen = np.exp(load_params()[0]["scale"]["generation"][2])
+    assert widen > 1.5
+    assert (f"Its 80% interval of time_to_train_days is [80 days, 160 days] (-20% to +60%: thin ground, 4.5 octaves from "
+            f"the published runs of its software stack; on a GPU generation one published source validates, "
+            f"intervals x{number(widen, 2)})") in rec.text
+    where = _run_dir(tmp_path / "narrow")
+    t["interval_half_width_frac"] = 0.2
+    t.to_parquet(where / "trials" / "part-00000.parquet")
+    rec = recommend(load_run(where))
+    assert "Its 80% interval of time_to_train_days is [80 days, 160 days]." in rec.text and "thin ground" not in rec.text

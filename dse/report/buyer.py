@@ -31,6 +31,7 @@ from dse.report.knee import (
 )
 from dse.report.names import design_names, money, number, shared_axes
 from dse.report.serving import SUMMARY
+from dse.report.sureness import sureness
 from dse.store.pareto import front_table, to_minimization
 
 __all__ = ["Recommendation", "recommend", "cost_columns", "group_kinds", "group_values", "best_per_group",
@@ -292,6 +293,9 @@ def recommend(run: Run) -> Recommendation | None:
     name = names[pos - 1] if pos else design_names(pd.concat([run.front, pd.DataFrame([row.to_dict()])], ignore_index=True),
                                                    run.design_columns)[-1]
     said = [_why(rule, run, goal, row), _gives(run, row)]
+    sure = "" if run.serving else sureness(list(run.objectives)[0], row, _amount)
+    if sure:
+        said.append(sure)
     if pos:
         said += _neighbours(run, pos, names)
     said += serving_buyer.profile(row) if run.serving else _profile(row)
