@@ -20,7 +20,6 @@ Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, resu
   (Transformer Engine ``GroupedLinear``, whose grouped GEMM loops over the experts' GEMMs on the host), so the
   launch cost grows with the experts a GPU holds, and falls as expert parallelism spreads them (Megatron-Core
   MoE docs: ``--moe-grouped-gemm``).
-- ``ep_comm_exposed``: fraction of the expert all-to-all not hidden where the stack overlaps it.
 - ``tp_comm_exposed``: fraction of tensor-parallel communication not hidden behind GEMMs by Megatron-Core's
   TP-comm overlap (stacks without it expose all of it).
 - ``gemm_n_half``: GEMM width at which a GEMM runs at half its large-GEMM rate; small GEMMs fill fewer
@@ -134,14 +133,18 @@ def trait(name: str):
 #: the fitted factors that have one value per stack
 PER_STACK = ("attn_kernel_scale", "kernel_overhead_s")
 FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "moe_expert_overhead_s", "tp_comm_exposed",
-          "ep_comm_exposed", "gemm_n_half")
+          "gemm_n_half")
+#: factors no longer fitted -> why (a calibration file that sets one is told so)
+REMOVED_FACTORS = {
+    "ep_comm_exposed": "is no longer a factor: the exposed expert all-to-all is derived from the EP A2A overlap "
+                       "schedule (objectives/communication.py ep_exposed_s); remove it from the file",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
     attn_seq_half: float = 200.0
     attn_kernel_scale: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
-    ep_comm_exposed: float = 0.5
     moe_expert_overhead_s: float = 10e-6
     kernel_overhead_s: tuple[float, ...] = (40e-6, 40e-6, 40e-6, 100e-6)
     tp_comm_exposed: float = 0.5
@@ -191,6 +194,8 @@ class Calibration:
                              f"(valid factors: {', '.join(FITTED)})")
         values = {}
         for key, value in record["fitted"].items():
+            if key in REMOVED_FACTORS:
+                raise InputError(f"{where}: key 'fitted.{key}' {REMOVED_FACTORS[key]}")
             if key not in FITTED:
                 raise InputError(f"{where}: key 'fitted.{key}' is not a factor; valid: {', '.join(FITTED)}")
             per_stack = key in PER_STACK

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["Tiers", "up_bw", "split_tiers", "spans_domains", "all_reduce_s", "reduce_scatter_s", "reduce_scatter_bw_s",
-           "all_gather_s", "all_to_all_s", "p2p_s", "ring_hop_s", "ring_latency_s", "all_reduce_terms",
+           "all_gather_s", "all_to_all_s", "routed_all_to_all_s", "p2p_s", "ring_hop_s", "ring_latency_s", "all_reduce_terms",
            "reduce_scatter_terms", "all_to_all_terms", "p2p_terms"]
 
 
@@ -132,6 +132,22 @@ def all_to_all_terms(nbytes, group, stride, tiers: Tiers) -> tuple[np.ndarray, n
     outside = (group - g_in) / group * nbytes / tiers.bw_cross
     lat = (g_in > 1) * tiers.lat_up + (g_out > 1) * tiers.lat_out
     return np.maximum(inside, outside), lat * (group > 1)
+
+
+def routed_all_to_all_s(nbytes, group, stride, tiers: Tiers, topk, max_domains) -> np.ndarray:
+    """An MoE dispatch (or combine) of ``nbytes`` per rank, ``topk`` copies of each token, over an expert-parallel
+    group, with node-limited routing where ``max_domains`` > 0 (DeepSeek-V3, arXiv 2412.19437 Sec. 2.1.2 and
+    3.2.2: each token goes to experts on at most M nodes, and crosses the fabric once per node, its copies for
+    that node's experts forwarded over NVLink): a token's cross-domain copies fall from topk x (g_out - 1) /
+    g_out to min(topk, M) x (g_out - 1) / g_out, and every copy crosses the scale-up domain once, directly or
+    after the fabric. ``max_domains`` 0: :func:`all_to_all_s`."""
+    bw, lat = all_to_all_terms(nbytes, group, stride, tiers)
+    g_in, g_out = split_tiers(group, stride, tiers)
+    limited = (max_domains > 0) & (g_out > 1.0)
+    share = np.minimum(1.0, np.where(max_domains > 0, max_domains, topk) / np.maximum(topk, 1.0))
+    outside = share * (group - g_in) / group * nbytes / tiers.bw_cross
+    inside = (group - 1.0) / group * nbytes / up_bw(g_in, tiers)
+    return np.where(limited, np.maximum(inside, outside), bw) + lat
 
 
 def p2p_s(nbytes, group, stride, tiers: Tiers) -> np.ndarray:

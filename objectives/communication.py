@@ -25,9 +25,17 @@ Volumes (16-bit activations; gradients in the stack's precision):
   (full recompute; selective on unfused stacks) passes K and V around again.
 - Expert parallelism (Lepikhin et al. 2021, GShard): per MoE layer of the busiest stage
   (objectives.layout; dense layers and shared experts dispatch nothing) an all-to-all dispatch and combine of
-  top-k copies of each token in the forward, and again in the backward, and in the recomputed forward of
-  full recompute (6 instead of 4); the fraction ``ep_comm_exposed`` is not hidden where the stack overlaps
-  it with compute (Megatron-Core 2025+), all of it otherwise.
+  top-k copies of each token (node-limited routing, ``moe_max_nodes``: at most that many copies cross the
+  fabric, collectives.routed_all_to_all_s) in the forward, and again in the backward, and in the recomputed forward of
+  full recompute (6 instead of 4). Stacks that overlap it (Megatron-Core's EP A2A overlap,
+  ``--overlap-moe-expert-parallel-comm --delay-wgrad-compute``, which "merges the FWD-BWD passes of adjacent
+  micro-batches", moe/README.md; DeepSeek-V3's DualPipe pairs them the same way, arXiv 2412.19437 Sec. 3.2.1)
+  run a micro-batch's forward beside the previous one's backward: the forward's dispatch and combine hide
+  behind the other's layer backward (its weight-gradient GEMMs delayed into it), the backward's (and a
+  recomputed forward's) behind the other's layer forward; what exceeds its window is exposed, the hidden part
+  slows the compute under it by OVERLAP_SLOWDOWN. A pipeline's warm-up forwards and cool-down backwards have
+  no partner (1F1B: min(pp, m) of the m micro-batches of a stage), so theirs are exposed whole. Other stacks
+  expose all of it.
 - Pipeline parallelism (Narayanan Sec. 4.1): per micro-batch and model chunk, the stage boundary sends
   b·s·h activations forward and gradients back (split over tp by the scatter/gather optimisation when
   sequence parallel); interleaving multiplies the sends by v, and on stacks that overlap them
@@ -60,18 +68,18 @@ from objectives.calibration import trait
 from objectives.collectives import (
     Tiers,
     all_reduce_s,
-    all_to_all_s,
     p2p_s,
     reduce_scatter_bw_s,
     reduce_scatter_s,
     ring_hop_s,
     ring_latency_s,
+    routed_all_to_all_s,
     split_tiers,
 )
 from objectives.quantization import param_bytes
 from objectives.topology import scaleout_bw, scaleout_latency_s
 
-__all__ = ["Communication", "tiers_of"]
+__all__ = ["Communication", "tiers_of", "ep_exposed_s"]
 
 ACT_BYTES = 2.0  # 16-bit activations on the wire
 #: share of its own duration that a collective running beside compute costs that compute: 18.9%, the mean
@@ -112,6 +120,19 @@ def tiers_of(c, cal) -> Tiers:
     )
 
 
+def ep_exposed_s(fwd_a2a, bwd_a2a, t_fwd, t_bwd, overlaps, unpaired):
+    """Exposed expert all-to-all of one MoE layer for one micro-batch (module doc): ``fwd_a2a`` / ``bwd_a2a``
+    the layer's all-to-all time in its forward / backward; where the stack ``overlaps`` it, a paired
+    micro-batch's forward all-to-all hides behind the partner's layer backward ``t_bwd`` and its backward
+    all-to-all behind the partner's forward ``t_fwd`` (the excess exposed, the hidden part slowing that
+    compute by OVERLAP_SLOWDOWN); the ``unpaired`` share of micro-batches (pipeline warm-up and cool-down)
+    exposes all of it."""
+    whole = fwd_a2a + bwd_a2a
+    paired = (np.maximum(fwd_a2a - t_bwd, 0.0) + OVERLAP_SLOWDOWN * np.minimum(fwd_a2a, t_bwd)
+              + np.maximum(bwd_a2a - t_fwd, 0.0) + OVERLAP_SLOWDOWN * np.minimum(bwd_a2a, t_fwd))
+    return np.where(overlaps, unpaired * whole + (1.0 - unpaired) * paired, whole)
+
+
 class Communication(Model):
     requires = (
         "d_model", "n_kv_heads", "attn_qk_dim", "attn_v_dim", "seq_len", "moe_experts", "moe_topk", "layers_per_stage",
@@ -120,7 +141,7 @@ class Communication(Model):
         "zero_stage", "params_per_gpu", "params_expert_per_gpu", "etp", "time_attn_fwd_s", "time_layer_fwd_s",
         "time_layer_bwd_s", "time_qkv_gemm_s", "time_fc1_gemm_s", "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh",
         "nic_gbyte_s", "net_eff_rel", "net_oversub_seen",
-        "net_hop_latency_s", "net_hops", "net_transport_latency_s", "stack", "precision", "fp8_recipe",
+        "net_hop_latency_s", "net_hops", "net_transport_latency_s", "stack", "precision", "fp8_recipe", "moe_max_nodes",
         "gpu_fp4_tflop_s",
     )
     provides = {
@@ -184,10 +205,13 @@ class Communication(Model):
         ep = np.zeros(t.shape)
         if routed.any():
             a2a_bytes = ACT_BYTES * tokens * c["moe_topk"] * c["d_model"] / t
-            ep_exposed = lookup(np.where(_EP_OVERLAP > 0, cal.ep_comm_exposed, 1.0), stack)
-            n_a2a = 4.0 + 2.0 * full
+            # one dispatch (or combine) of a layer, node-limited where the row says so (moe_max_nodes)
+            one = routed_all_to_all_s(a2a_bytes, c["ep"], t, net, c["moe_topk"], c["moe_max_nodes"])
+            fwd_a2a, bwd_a2a = 2.0 * one, (2.0 + 2.0 * full) * one  # the recomputed forward's with the backward
             moe_layers = c["moe_layers_per_stage"]  # the busiest stage's MoE layers (objectives.layout)
-            ep = np.where(routed, moe_layers * n_a2a * all_to_all_s(a2a_bytes, c["ep"], t, net), 0.0) * ep_exposed
+            ep = ep_exposed_s(fwd_a2a, bwd_a2a, c["time_layer_fwd_s"], c["time_layer_bwd_s"],
+                              lookup(_EP_OVERLAP, stack) > 0, np.minimum(p, c["n_microbatches"]) / c["n_microbatches"])
+            ep = np.where(routed, moe_layers * ep, 0.0)
 
         # pipeline: activations forward and gradients back per micro-batch per model chunk; stride tp*cp*dp
         sp_split = np.maximum(t * (c["sequence_parallel"] > 0), 1.0)  # t where sequence parallel, else 1 (t >= 1)

@@ -18,7 +18,7 @@ each run's log prediction to each log factor (a forward difference at the start,
 the factor) says which runs inform it. A run informs a factor where a 1% change of the factor moves the
 run's prediction by more than 1e-8 (:data:`INFORMS`; float noise is ~1e-12, every physical effect far
 above it), which reads off the structure: a stack's ``kernel_overhead_s`` and ``attn_kernel_scale`` are
-informed by that stack's runs alone, ``ep_comm_exposed`` and ``moe_expert_overhead_s`` by MoE runs on a
+informed by that stack's runs alone, ``moe_expert_overhead_s`` by MoE runs on a
 stack that overlaps the all-to-all, ``tp_comm_exposed`` by tp > 1 runs of a stack with TP overlap.
 
 - informed by no run: fixed at the start value (the documented default in the main fit and in the
@@ -66,7 +66,6 @@ __all__ = ["BOX", "INFORMS", "WELL_INFORMED_RUNS", "IDENTIFIED", "PRIOR_SD_LOG",
 BOX = [("kernel_overhead_s", i, 1e-6, 3e-4) for i in range(len(STACKS))] + \
       [("attn_kernel_scale", i, 0.3, 1.5) for i in range(len(STACKS))] + \
       [("attn_seq_half", None, 16.0, 16384.0), ("tp_comm_exposed", None, 0.05, 1.0),
-       ("ep_comm_exposed", None, 0.05, 1.0),
        ("moe_expert_overhead_s", None, 1e-7, 1e-3), ("gemm_n_half", None, 1.0, 2048.0)]
 #: a run informs a factor where |d log(predicted) / d log(factor)| exceeds this (module doc)
 INFORMS = 1e-6

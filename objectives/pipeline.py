@@ -72,6 +72,9 @@ DEFAULTS: dict[str, float] = {
     "train_tokens": np.nan, "stack": 0.0, "dropout": 0.0,
     # blank: by the GPU (objectives.quantization.default_fp8_recipe, filled in prepare)
     "fp8_recipe": np.nan,
+    # nodes (scale-up domains) a token's experts may span, 0: unlimited (objectives/collectives.py
+    # routed_all_to_all_s; DeepSeek-V3 trains with 4)
+    "moe_max_nodes": 0.0,
     # MLA, MoE extras and windowed attention: 0 = not used (objectives/transformer.py)
     **catalog.MODEL_FIELD_DEFAULTS,
     # decoder layers on the first / last pipeline stage (Megatron's --decoder-first/last-pipeline-num-layers);
@@ -100,7 +103,8 @@ REQUIRED: dict[str, float] = {
 INTEGER_COLUMNS = ("n_gpus", "global_batch", "tp", "pp", "cp", "ep", "vp", "micro_batch", "zero_stage",
                    "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "seq_len", "scaleup_size",
                    "pp_first_layers", "pp_last_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim",
-                   "v_head_dim", "moe_shared_experts", "moe_dense_layers", "dense_d_ff", "moe_layer_freq", "attn_window")
+                   "v_head_dim", "moe_shared_experts", "moe_dense_layers", "dense_d_ff", "moe_layer_freq", "attn_window",
+                   "moe_max_nodes")
 CHUNK_ROWS = 1 << 15
 
 

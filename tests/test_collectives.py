@@ -71,3 +71,23 @@ def test_a_full_mesh_gives_a_small_group_only_its_own_links():
     assert all_reduce_s(GB, 4 * one, one, mesh)[0] == pytest.approx(2 * 3 / 4 / (358.4 * 3 / 7), rel=1e-9)
     assert all_reduce_s(GB, 8 * one, one, mesh)[0] == pytest.approx(all_reduce_s(GB, 8 * one, one, switched)[0])
     assert p2p_s(GB, 2 * one, one, mesh)[0] == pytest.approx(1 / 51.2, rel=1e-9)
+
+
+def test_node_limited_routing_sends_each_token_once_per_node():
+    """DeepSeek-V3's dispatch (arXiv 2412.19437 Sec. 2.1.2, 3.2.2): 8 routed copies of each token over ep 64 =
+    8 nodes of 8 GPUs. Unlimited, 56/64 of the copies leave the node: 56/64 x B / 46.5 GB/s (the NIC bounds it).
+    Limited to M = 4 nodes, a token crosses the fabric once per node, at most 4 of its 8 copies: 4/8 x 56/64 x B
+    / 46.5 GB/s, and every copy crosses NVLink once, directly or forwarded: 63/64 x B / 360 GB/s; the slower
+    of the two. B = 1 GB per rank."""
+    from objectives.collectives import routed_all_to_all_s
+
+    one = np.array([1.0])
+    nbytes, group, stride, topk = 1e9 * one, 64.0 * one, 1.0 * one, 8.0 * one
+    unlimited = routed_all_to_all_s(nbytes, group, stride, NET, topk, 0.0 * one)
+    assert unlimited[0] == pytest.approx(all_to_all_s(nbytes, group, stride, NET)[0], rel=1e-12)
+    assert unlimited[0] == pytest.approx(56 / 64 * 1e9 / NET.bw_cross[0], rel=1e-12)
+    limited = routed_all_to_all_s(nbytes, group, stride, NET, topk, 4.0 * one)
+    assert limited[0] == pytest.approx(max(4 / 8 * 56 / 64 * 1e9 / NET.bw_cross[0], 63 / 64 * 1e9 / 360e9), rel=1e-12)
+    # within one node nothing crosses the fabric: the limit changes nothing
+    inside = routed_all_to_all_s(nbytes, 8.0 * one, stride, NET, topk, 4.0 * one)
+    assert inside[0] == pytest.approx(all_to_all_s(nbytes, 8.0 * one, stride, NET)[0], rel=1e-12)

@@ -14,8 +14,7 @@ from objectives.calibration import STACKS, Calibration
 from objectives.fit import BOX, PRIOR_SD_LOG, RUN_SD_LOG, fit_factors, label, plan, sensitivity
 from objectives.validation import load_runs, predict, source_of
 
-MB_ONLY = {"kernel_overhead_s[megatron-core]", "attn_kernel_scale[megatron-core]", "ep_comm_exposed",
-           "moe_expert_overhead_s"}
+MB_ONLY = {"kernel_overhead_s[megatron-core]", "attn_kernel_scale[megatron-core]", "moe_expert_overhead_s"}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +37,7 @@ def test_every_factor_is_informed_by_the_published_runs(runs, jac):
             moved = np.abs(jac[:, j]) > 1e-6
             assert set(stack[moved]) == {STACKS[idx]}, label(j)
     moe = runs["moe_experts"].fillna(0).to_numpy() > 0
-    for name in ("ep_comm_exposed", "moe_expert_overhead_s"):
+    for name in ("moe_expert_overhead_s",):
         j = [label(k) for k in range(len(BOX))].index(name)
         assert np.all(moe[np.abs(jac[:, j]) > 1e-6])
     j = [label(k) for k in range(len(BOX))].index("tp_comm_exposed")
@@ -46,7 +45,7 @@ def test_every_factor_is_informed_by_the_published_runs(runs, jac):
     assert np.all(tp[np.abs(jac[:, j]) > 1e-6] > 1)
 
 
-def test_without_megatron_bridge_its_four_factors_are_fixed(runs, jac):
+def test_without_megatron_bridge_its_three_factors_are_fixed(runs, jac):
     held = (runs["source_key"].map(source_of) == "megatron-bridge").to_numpy()
     p = plan(runs[~held].reset_index(drop=True), Calibration(), jac=jac[~held])
     fixed = {label(j) for j in range(len(BOX)) if p.status(j) == "fixed"}
