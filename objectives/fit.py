@@ -32,6 +32,8 @@ stack that overlaps the all-to-all, ``tp_comm_exposed`` by tp > 1 runs of a stac
   (DeepSeek-V3's included), Megatron-Bridge held out: 9.3% with this, 26.5% with the four factors at their
   defaults (a stack and MoE never calibrated: Qwen3 and DeepSeek-V3 +35% to +89%), 7.9% at the full fit's
   values (its own runs in the fit; in-sample 7.8%); coverage of the 80% intervals 72%, 68%, 73% of runs.
+  On the 330 runs of 2026-12-03 (the Blackwell archive in; three such factors, the expert all-to-all's
+  exposure now derived): 14.5% held out, 13.8% in sample.
 - informed by fewer than :data:`WELL_INFORMED_RUNS` runs, or not identified apart from the other free
   factors (less than :data:`IDENTIFIED`, 10%, of its weighted Jacobian column outside the span of theirs:
   attn_kernel_scale and attn_seq_half on runs of a single sequence length are one direction; every factor

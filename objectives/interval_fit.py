@@ -41,13 +41,13 @@ Derivation (:func:`derive`; the interval's form is in objectives/intervals.py):
    interval is as wide as the model's error on it when unseen. For a generation of several sources, its
    leave-one-source-out rows at their held-out distances (a per-group, "Mondrian", calibration); without the
    leave-one-generation-out file, every generation's from those rows.
-   Measured (training_runs.csv of 2026-12-03, 334 runs, the 52 Blackwell ones all Megatron-Bridge's; ``python -m
-   objectives.fit --cross-validate --hold-out-generation``): held out, Blackwell's runs are off by 22.0%
-   (bias +14.1%; Hopper 8.2%, Ampere 11.4% with each source weighing the same), and intervals derived
-   without Blackwell hold 52% of them; its term is g = 1.16 (x3.18), Ampere's x1.01, Hopper's x1.00. The
-   widened intervals, the term derived without the run's GPU, hold 79% of Blackwell's held-out-generation
-   runs (B200 50%, B300 80%, GB200 90%, GB300 87%); on left-out sources (:func:`nested`, Blackwell's one
-   source out with it) 71% Ampere, 76% Hopper, 56% Blackwell, 70% of all runs (78% source-weighted).
+   Measured (training_runs.csv of 2026-12-03, 330 runs, the 48 Blackwell ones all Megatron-Bridge's; ``python -m
+   objectives.fit --cross-validate --hold-out-generation``): held out, Blackwell's runs are off by 17.3%
+   (bias +8.9%; Hopper 6.9%, Ampere 11.6% with each source weighing the same), and intervals derived
+   without Blackwell hold 52% of them; its term is g = 0.94 (x2.57), Ampere's x1.03, Hopper's x1.00. The
+   widened intervals, the term derived without the run's GPU, hold 77% of Blackwell's held-out-generation
+   runs (B200 67%, B300 80%, GB200 72%, GB300 92%); on left-out sources (:func:`nested`, Blackwell's one
+   source out with it) 70% Ampere, 76% Hopper, 58% Blackwell, 71% of all runs (78% source-weighted).
 
 Coverage (:func:`coverage`) is nested: for each source, the intervals are derived again without it (its
 runs neither in the factors' fit nor in the intervals'), its runs' distances taken from the others'
