@@ -207,6 +207,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, expect):
     ("{not json", "not a calibration file: not valid JSON"),
     ('{"fitted": {"attn_kernel_scale": [1.0, 1.0]}}', "key 'fitted.attn_kernel_scale' must be a list of 4 positive"),
     ('{"fitted": {"warp_speed": 2}}', "key 'fitted.warp_speed' is not a factor; valid: attn_seq_half"),
+    # a file calibrated before the expert all-to-all's exposure was derived (issue 22)
+    ('{"fitted": {"ep_comm_exposed": 0.5}}', "key 'fitted.ep_comm_exposed' is no longer a factor: the exposed expert "
+                                             "all-to-all is derived"),
     ('{"fitted": {}, "intervals": {"scale": {}}}', "key 'intervals' must be an object with 'scale', 'quantile'"),
 ])
 def test_a_bad_calibration_file_is_one_line_for_evaluate_and_validate(tmp_path, capsys, text, expect):
