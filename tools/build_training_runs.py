@@ -472,9 +472,12 @@ def build(rows):
             reason = ("activation offloading not describable: this Megatron-FSDP recipe fits by "
                       f"{LLAMA_OFFLOAD[(o['gpu'], n, tp, pp)]}, not by recompute")
         elif fam == "gpt-oss":
-            reason = ("gpt-oss attention sinks not describable: a learned softmax offset per head, which Transformer "
-                      "Engine runs on its own attention path (softmax_type learnable; context parallelism only as a2a); "
-                      "the sliding windows are described (attn_window)")
+            reason = ("gpt-oss recipe not describable: its Megatron-Bridge recipes (perf_recipes/gpt_oss, snapshot "
+                      "2026-08) stash MoE activations in host memory (moe_paged_stash) and offload activations "
+                      "(cpu_offloading_num_layers), and route without forced balance at an expert capacity factor of "
+                      "1.5 (moe_router_force_load_balancing False, moe_expert_rank_capacity_factor 1.5); its attention "
+                      "sinks are not the obstacle (Transformer Engine runs softmax_type learnable on cuDNN's fused "
+                      "attention) and the sliding windows are described (attn_window)")
         elif fam == "deepseek-v4":
             reason = "DeepSeek-V4: novel architecture, architecture fields not published in the source"
         elif fam == "nemotron-3":
