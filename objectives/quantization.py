@@ -84,7 +84,7 @@ def param_bytes(precision: np.ndarray, recipe: np.ndarray, stack_keeps: np.ndarr
                 gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
     """Bytes per weight as held in HBM and all-gathered: 16-bit, or the low-precision copy where the stack
     keeps one (with the transposed per-tensor copy on a GPU whose fp8 tensor cores need it)."""
-    code = np.clip(np.nan_to_num(recipe), 0, len(FP8_RECIPES) - 1).astype(np.intp)
+    code = np.clip(recipe, 0, len(FP8_RECIPES) - 1).astype(np.intp)  # filled by objectives.pipeline.prepare
     fp8 = PARAM_BYTES_FP8[code] + np.where((code <= 1) & ~block_scaled(gpu_fp4_tflop_s), TRANSPOSE_BYTES, 0.0)
     low = np.where(precision == 2, PARAM_BYTES_FP4, fp8)
     return np.where(low_precision_weights(precision, recipe, stack_keeps), low, WEIGHT_BYTES_16)
@@ -94,12 +94,12 @@ def default_fp8_recipe(gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
     """The recipe a blank ``fp8_recipe`` means, by GPU: MXFP8 where the tensor cores scale blocks (the GPUs
     with fp4, Blackwell and MI355X), else per-tensor current scaling (Megatron-Bridge's recipes: ``fp8_mx`` on
     Blackwell, ``fp8_cs`` on Hopper)."""
-    return np.where(np.nan_to_num(gpu_fp4_tflop_s) > 0, 3.0, 1.0)
+    return np.where(gpu_fp4_tflop_s > 0, 3.0, 1.0)  # NaN (no fp4) compares False
 
 
 def block_scaled(gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
     """True where the GPU's tensor cores read block scales (MX formats): the GPUs with fp4."""
-    return np.nan_to_num(gpu_fp4_tflop_s) > 0
+    return gpu_fp4_tflop_s > 0  # NaN (no fp4) compares False
 
 
 def cast_bytes(precision: np.ndarray, recipe: np.ndarray, gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
