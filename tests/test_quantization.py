@@ -94,3 +94,17 @@ def test_low_precision_weights_halve_the_weights_and_their_gather():
     # a stack that keeps 16-bit weights (PyTorch FSDP) holds 2 B in fp8 too
     fsdp = _eval(precision="fp8", fp8_recipe="tensor_delayed", **dict(row, stack="pytorch-fsdp", zero_stage=1))
     assert fsdp["mem_weights_gb"][0] * gb == pytest.approx(n * 2.0, rel=1e-6)
+
+
+def test_blackwell_gemm_rates_are_their_measured_mamf():
+    """A large fp8 GEMM runs at the GPU's measured MAMF (stas00/ml-engineering, X27): B200 at 1,000 W
+    3,432.5 TFLOP/s; GB200 at 1,200 W 3,615.6 (0.723 of its 5,000 spec, not B200's 0.763 fraction: the higher
+    power limit does not sustain the higher spec clock); GB300 at 1,400 W as GB200 (no GB300 MAMF: B300's
+    3,353.3 against B200's says Blackwell Ultra's GEMMs run at Blackwell's rate). Llama 3.1 405B's layers at
+    tp 1 and 8,192 tokens fill the GEMM to (w / (w + n)) (t / (t + n)) with n = gemm_n_half; the rates'
+    ratios are the MAMFs' exactly."""
+    row = dict(model="llama3.1-405b", n_gpus=64, global_batch=64, precision="fp8", fp8_recipe="mxfp8")
+    rates = {g: _eval(gpu=g, **row)["gemm_flops_per_s"][0] for g in ("b200", "gb200", "gb300")}
+    assert rates["gb200"] / rates["b200"] == pytest.approx(3615.6 / 3432.5, rel=2e-3)
+    assert rates["gb300"] == pytest.approx(rates["gb200"], rel=1e-12)
+    assert 0.9 * 3615.6e12 < rates["gb200"] < 3615.6e12  # the fill factors of 16K-wide weights and 8K rows
