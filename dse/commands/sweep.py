@@ -50,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("must be at least 1", where="--workers")
     if args.trials is not None and args.trials < 1:
         raise UserError("must be at least 1", where="--trials")
+    from dse.spec.parse import MAX_SEED
+
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
+        raise UserError(f"must be a whole number from 0 to {MAX_SEED}, not {args.seed}", where="--seed")
     if args.no_ray and args.address:
         raise UserError("--no-ray and --address exclude each other", where="--address")
     spec = None

@@ -140,7 +140,10 @@ class RunStore:
         root = Path(root)
         if (root / "run.json").exists() or (root / "trials").exists():
             raise UserError("already holds a run; resume it with --resume or choose another --out", where=str(root))
-        (root / "trials").mkdir(parents=True, exist_ok=True)
+        try:
+            (root / "trials").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, read-only, too long a name, a loop, a full disk
+            raise UserError(f"cannot create the run directory: {exc.strerror or exc}", where=str(root)) from None
         return cls(root)
 
     @classmethod

@@ -1,0 +1,58 @@
+"""Space files and flags that used to end in a traceback (issue 27): each is now one line naming the file or
+the flag and what is wrong, exit status 2, and no run directory is left behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_run import run_cli
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = (REPO / "spaces" / "small.yaml").read_text()
+
+
+def _space(tmp_path, text: str | bytes, name: str = "bad.yaml") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b"name: x\n\xff\xfe oops\n", "not UTF-8 text: byte 0xff at offset 8"),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML: nested more than 64 levels deep"),
+    (SMALL.replace("name:", 'name: !!int "abc"\nignored:', 1), "not valid YAML: a tagged value cannot be read"),
+    (SMALL.replace("name:", "name: first\nname:", 1), "not valid YAML: key 'name' given twice"),
+    (SMALL.replace("seed: 0", "seed: 1e308"), "search.seed: must be a whole number from 0 to 4294967295"),
+    (SMALL.replace("seed: 0", "seed: -1"), "search.seed: must be a whole number from 0 to 4294967295"),
+])
+def test_a_bad_space_file_is_one_line(tmp_path, capsys, content, expect):
+    path = _space(tmp_path, content)
+    rc, out, err = run_cli(capsys, "sweep", path, "--no-ray", "--quiet", "--out", tmp_path / "run")
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert str(path) in err and expect in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_directory_given_as_the_space(tmp_path, capsys):
+    (tmp_path / "space.yaml").mkdir()
+    rc, _, err = run_cli(capsys, "sweep", tmp_path / "space.yaml", "--no-ray", "--quiet", "--out", tmp_path / "run")
+    assert rc == 2 and "is not a file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_seed_the_generator_cannot_take(tmp_path, capsys):
+    path = _space(tmp_path, SMALL)
+    for seed in ("-5", str(2**32)):
+        rc, _, err = run_cli(capsys, "sweep", path, "--no-ray", "--quiet", "--seed", seed, "--out", tmp_path / "run")
+        assert rc == 2 and f"--seed: must be a whole number from 0 to 4294967295, not {seed}" in err, err
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/below", "missing-parent-of-proc"])
+def test_an_out_that_cannot_be_written_is_one_line(tmp_path, capsys, where):
+    path = _space(tmp_path, SMALL)
+    (tmp_path / "a-file").write_text("not a directory")
+    out = Path("/proc/dse-cannot-write-here") if where == "missing-parent-of-proc" else tmp_path / where
+    rc, _, err = run_cli(capsys, "sweep", path, "--no-ray", "--quiet", "--out", out)
+    assert rc == 2, err
+    assert f"{out}: cannot create the run directory:" in err and len(err.strip().splitlines()) == 1
