@@ -250,12 +250,37 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             row = bad_row((v != np.floor(v)) & np.isfinite(v) | (v < 0))
             if row is not None:
                 raise InputError(f"{v[row]:g} is not a non-negative whole number", column=name, row=row)
+    check_ranges(floats, cells)
     check_architecture(floats)
     zero = distinct_cells(floats["zero_stage"])
     row = None if len(zero) and np.max(zero) <= 3 else bad_row(~np.isin(zero, (0, 1, 2, 3)))  # whole, >= 0 by now
     if row is not None:
         raise InputError(f"{floats['zero_stage'][row]:g} is not a ZeRO stage (0, 1, 2 or 3)", column="zero_stage", row=row)
     return user, floats
+
+
+#: the largest global batch a row may give, in sequences (published runs use at most ~16K; a ceiling keeps a
+#: typo such as 1e300 from yielding finite-looking nonsense)
+MAX_GLOBAL_BATCH = 1e8
+
+
+def check_ranges(floats: Columns, cells) -> None:
+    """Raise InputError for a value with no physical meaning: ``train_tokens`` blank or a finite count > 0 (a
+    negative, zero, infinite or NaN token count made negative, zero or NaN days and dollars), ``global_batch``
+    at most MAX_GLOBAL_BATCH sequences."""
+    tokens = cells("train_tokens")
+    given = tokens[~np.isnan(tokens)] if has_nan(tokens) else tokens
+    if len(given) and not all_at_least(given, 0):
+        v = distinct_cells(floats["train_tokens"])
+        row = bad_row(~np.isnan(v) & ~((v > 0) & np.isfinite(v)))
+        raise InputError(f"{v[row]:g} is not valid; needs a finite number of tokens > 0, or blank (no training run "
+                         "costed)", column="train_tokens", row=row)
+    batch = cells("global_batch")
+    if len(batch) and np.max(batch) > MAX_GLOBAL_BATCH:
+        v = distinct_cells(floats["global_batch"])
+        row = bad_row(v > MAX_GLOBAL_BATCH)
+        raise InputError(f"{v[row]:g} sequences is not valid; at most {MAX_GLOBAL_BATCH:.0e}", column="global_batch",
+                         row=row)
 
 
 def check_architecture(floats: Columns) -> None:

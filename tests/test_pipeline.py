@@ -108,3 +108,19 @@ def test_select_and_lookup_are_choose_and_take():
     for codes in (rng.integers(0, 3, 100).astype(float), np.zeros(100), np.broadcast_to(2.0, (100,))):
         np.testing.assert_array_equal(select(codes, options), np.choose(codes.astype(np.intp), options))
         np.testing.assert_array_equal(lookup((2.0, 1.0, 0.5), codes), np.take([2.0, 1.0, 0.5], codes.astype(np.intp)))
+
+
+@pytest.mark.parametrize("tokens", [-1.0, 0.0, float("inf")])
+def test_a_token_count_without_meaning_is_an_input_error(tokens):
+    """Issue 27: train_tokens of -1, 0 or inf gave negative, zero or infinite days and dollars on rows the
+    model called feasible; now the cell is named (blank stays allowed: no training run costed)."""
+    row = dict(model="llama3-8b", gpu="h100-sxm", n_gpus=8, global_batch=8, tp=1, pp=1, micro_batch=1)
+    with pytest.raises(objectives.InputError, match="column 'train_tokens'.*finite number of tokens > 0"):
+        objectives.evaluate(dict(row, train_tokens=[1e12, tokens]))
+    assert objectives.evaluate(dict(row, train_tokens=[1e12, float("nan")]))["time_to_train_days"][0] > 0
+
+
+def test_a_global_batch_beyond_any_run_is_an_input_error():
+    row = dict(model="llama3-8b", gpu="h100-sxm", n_gpus=8, tp=1, pp=1, micro_batch=1, train_tokens=1e12)
+    with pytest.raises(objectives.InputError, match="column 'global_batch': 1e\\+300 sequences is not valid; at most 1e\\+08"):
+        objectives.evaluate(dict(row, global_batch=1e300))
