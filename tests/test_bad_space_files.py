@@ -56,3 +56,25 @@ def test_an_out_that_cannot_be_written_is_one_line(tmp_path, capsys, where):
     rc, _, err = run_cli(capsys, "sweep", path, "--no-ray", "--quiet", "--out", out)
     assert rc == 2, err
     assert f"{out}: cannot create the run directory:" in err and len(err.strip().splitlines()) == 1
+
+
+def test_stated_ceilings_and_bounded_excerpts(tmp_path, capsys):
+    """A million-value list, trials of 1e308 and an aliased structure that expands enormously reach their
+    message in a bounded line: the list and the trials name their ceiling, the value is shown as an excerpt."""
+    from dse.spec.parse import MAX_CHOICES, MAX_TRIALS
+
+    many = SMALL.replace("trials: 2912", "trials: 1e308")
+    levels = ["&a [x, x, x, x, x, x, x, x, x, x]"] + [
+        f"&{k} [" + ", ".join([f"*{p}"] * 10) + "]" for p, k in zip("abcdefg", "bcdefgh")]
+    bomb = SMALL.replace("model: llama3-8b", "model: [" + ", ".join(levels) + "]")  # 10^8 leaves when expanded
+    lines = SMALL.splitlines()
+    cluster = next(i for i, line in enumerate(lines) if line.startswith("cluster:"))
+    huge = "\n".join(lines[:cluster + 1] + ["  n_gpus: [" + ", ".join(str(8 * (i + 1)) for i in range(MAX_CHOICES + 1)) + "]"]
+                     + [line for line in lines[cluster + 1:] if not line.strip().startswith("n_gpus")]) + "\n"
+    for text, expect in ((many, f"search.trials: must be a whole number from 1 to {MAX_TRIALS:,}"),
+                         (bomb, "workload.model"),
+                         (huge, f"lists {MAX_CHOICES + 1:,} choices; at most {MAX_CHOICES:,}")):
+        path = _space(tmp_path, text)
+        rc, _, err = run_cli(capsys, "sweep", path, "--no-ray", "--quiet", "--out", tmp_path / "run")
+        assert rc == 2 and expect in err, err[:300]
+        assert len(err) < 2000 and len(err.strip().splitlines()) == 1

@@ -94,7 +94,7 @@ def test_mapping_restriction_and_outer_mapping(vocab):
         ({"constraints": ["watts <= 3"]}, "constraints[0]", "unknown column 'watts'"),
         ({"constraints": ["gpu <= 3"]}, "constraints[0]", "is a name"),
         ({"search__sampler": "cmaes"}, "search.sampler", "valid: nsga2, tpe, random, grid"),
-        ({"search__trials": 0}, "search.trials", "at least 1"),
+        ({"search__trials": 0}, "search.trials", "a whole number from 1 to 10,000,000"),
         ({"search__batch_size": 1}, "search.batch_size", "at least 2"),
         ({"search__batch": 8}, "search.batch", "unknown key; valid: sampler, trials, batch_size, seed"),
         ({"search__sampler": "grid", "cluster__knob": {"min": 1.0, "max": 2.0}}, "cluster.knob", "needs every range discrete"),

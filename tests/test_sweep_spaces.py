@@ -82,7 +82,7 @@ BAD = [
     ("cluster: {n_gpus: lots}\n", "bad.yaml: cluster.n_gpus: must be a number, not 'lots'"),
     ("objectives: [{metric: happiness, direction: max}]\n", "bad.yaml: objectives[0].metric: 'happiness' is not a metric column; valid: "),
     ("constraints: ['power <= 30']\n", "bad.yaml: constraints[0]: unknown column 'power'; did you mean 'power_mw'"),
-    ("workload: {model: gpt5}\n", "bad.yaml: workload.model: unknown model 'gpt5'; valid: "),
+    ("workload: {model: gpt5}\n", "bad.yaml: workload.model: unknown model 'gpt5'; did you mean 'gpt3-175b'? valid: "),
     ("cluster: {n_heads: 0}\n", "bad.yaml: cluster.n_heads: the model rejects this space: "),
     ("cluster: {network: [ib-ndr-400, nvl72-ib-xdr-800]}\n",
      "bad.yaml: cluster.network[1]: network 'nvl72-ib-xdr-800' was removed: a 72-GPU NVLink domain belongs to the "

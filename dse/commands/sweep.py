@@ -48,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("give a space file, or --resume RUN_DIR (not both)", where="dse sweep")
     if args.workers is not None and args.workers < 1:
         raise UserError("must be at least 1", where="--workers")
-    if args.trials is not None and args.trials < 1:
-        raise UserError("must be at least 1", where="--trials")
-    from dse.spec.parse import MAX_SEED
+    from dse.spec.parse import MAX_SEED, MAX_TRIALS
+
+    if args.trials is not None and not 1 <= args.trials <= MAX_TRIALS:
+        raise UserError(f"must be a whole number from 1 to {MAX_TRIALS:,}, not {args.trials}", where="--trials")
 
     if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UserError(f"must be a whole number from 0 to {MAX_SEED}, not {args.seed}", where="--seed")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,26 @@ from dse.spec.schema import (
 from dse.spec.vocabulary import Vocabulary
 from dse.spec.yaml_file import read_yaml
 
-__all__ = ["load_spec", "parse_spec", "MAX_SEED"]
+__all__ = ["load_spec", "parse_spec", "MAX_SEED", "MAX_CHOICES", "MAX_TRIALS"]
 
 #: the largest seed the samplers' random generator takes (numpy's MT19937 legacy seeding: 2**32 - 1)
 MAX_SEED = 2**32 - 1
 
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$")
+
+
+#: the most choices one dimension may list, and the most trials a search may ask for: stated ceilings (a
+#: million-value list took minutes to check; trials 1e308 ran without bound)
+MAX_CHOICES = 10_000
+MAX_TRIALS = 10_000_000
+_SHOW = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+_SHOW.maxlevel, _SHOW.maxlist, _SHOW.maxdict, _SHOW.maxstring, _SHOW.maxother = 2, 4, 4, 60, 60
+
+
+def _show(value) -> str:
+    """A bounded excerpt of a user's value for a one-line message (an aliased YAML structure can expand to
+    gigabytes; reprlib stops early)."""
+    return _SHOW.repr(value)
 
 
 def _short_list(values: Sequence[str], limit: int = 40) -> str:
@@ -65,7 +80,7 @@ class _Checker:
             try:
                 value = float(value.replace("_", "")) if any(c in value for c in ".eE") else int(value.replace("_", ""))
             except ValueError:
-                self.fail(path, f"must be a number, not '{value}'")
+                self.fail(path, f"must be a number, not {_show(value)}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(path, f"must be a number, not {_type(value)}")
         if isinstance(value, int) and abs(value) > 1.7976931348623157e308:  # beyond float64: 10**400
@@ -98,12 +113,13 @@ class _Checker:
             ids = vocab.catalog_ids[column]
             if not isinstance(value, str) or value not in ids:
                 note = vocab.removed_ids.get(column, {}).get(value) if isinstance(value, str) else None
-                self.fail(path, f"{column} '{value}' {note}" if note else f"unknown {column} '{value}'; valid: {_short_list(ids)}")
+                self.fail(path, f"{column} {_show(value)} {note}" if note else
+                          f"unknown {column} {_show(value)}; {did_you_mean(value, ids)}valid: {_short_list(ids)}")
             return value
         if column in vocab.labels:
             labels = vocab.labels[column]
             if not isinstance(value, str) or value.strip().lower() not in labels:
-                self.fail(path, f"'{value}' is not a valid {column}; valid: {', '.join(labels)}")
+                self.fail(path, f"{_show(value)} is not a valid {column}; valid: {', '.join(labels)}")
             return value.strip().lower()
         return self.number(value, path, integer=column in vocab.integer_columns)
 
@@ -214,10 +230,12 @@ def _parse_dimension(ck: _Checker, column: str, value, path: str) -> Dimension:
     if isinstance(value, list):
         if not value:
             ck.fail(path, "an empty list of choices; give at least one value")
+        if len(value) > MAX_CHOICES:
+            ck.fail(path, f"lists {len(value):,} choices; at most {MAX_CHOICES:,} (use a range with a step)")
         values = tuple(ck.value(column, v, f"{path}[{i}]") for i, v in enumerate(value))
         if len(set(values)) != len(values):
             dup = next(v for v in values if values.count(v) > 1)
-            ck.fail(path, f"lists {dup!r} twice")
+            ck.fail(path, f"lists {_show(dup)} twice")
         return Dimension(column, "choice", values=values)
     if isinstance(value, Mapping):
         r = ck.mapping(value, path, RANGE_KEYS)
@@ -281,7 +299,7 @@ def _parse_mapping(ck: _Checker, raw, dims: Sequence[Dimension], workload: Mappi
     if raw is None or raw == "auto":
         return {}
     if isinstance(raw, str):
-        ck.fail("mapping", f"'{raw}' is not valid; give 'auto' or a mapping of column: [allowed values]")
+        ck.fail("mapping", f"{_show(raw)} is not valid; give 'auto' or a mapping of column: [allowed values]")
     m = ck.mapping(raw, "mapping")
     outer = {d.name for d in dims}
     out: dict[str, tuple] = {}
@@ -345,7 +363,7 @@ def _parse_constraints(ck: _Checker, raw) -> list[Constraint]:
         path = f"constraints[{i}]"
         m = _CONSTRAINT_RE.match(item) if isinstance(item, str) else None
         if m is None:
-            ck.fail(path, f"{item!r} is not 'COLUMN <= NUMBER' or 'COLUMN >= NUMBER'")
+            ck.fail(path, f"{_show(item)} is not 'COLUMN <= NUMBER' or 'COLUMN >= NUMBER'")
         column, op, bound = m.group(1), m.group(2), float(m.group(3))
         ck.column(column, path, metrics_too=True)
         if ck.vocab.is_text(column):
@@ -360,8 +378,8 @@ def _parse_search(ck: _Checker, raw) -> SearchSettings:
     if sampler not in SAMPLERS:
         ck.fail("search.sampler", f"'{sampler}' is not a sampler; valid: {', '.join(SAMPLERS)}")
     trials = ck.number(s.get("trials", DEFAULT_SEARCH["trials"]), "search.trials", integer=True)
-    if trials < 1:
-        ck.fail("search.trials", "must be at least 1")
+    if not 1 <= trials <= MAX_TRIALS:
+        ck.fail("search.trials", f"must be a whole number from 1 to {MAX_TRIALS:,}, not {trials:.6g}")
     batch = ck.number(s.get("batch_size", DEFAULT_SEARCH["batch_size"]), "search.batch_size", integer=True)
     if batch < 2:
         ck.fail("search.batch_size", "must be at least 2 (it is the NSGA-II population)")
