@@ -62,7 +62,7 @@ import math
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["Calibration", "CALIBRATION_PATH", "FITTED", "STACKS", "TRAITS", "StackTraits", "trait"]
+__all__ = ["Calibration", "CALIBRATION_PATH", "FITTED", "BOUNDS", "REMOVED_FACTORS", "STACKS", "TRAITS", "StackTraits", "trait"]
 
 CALIBRATION_PATH = Path(__file__).with_name("calibration.json")
 
@@ -134,6 +134,12 @@ def trait(name: str):
 PER_STACK = ("attn_kernel_scale", "kernel_overhead_s")
 FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "moe_expert_overhead_s", "tp_comm_exposed",
           "gemm_n_half")
+#: the physical box of each fitted factor, (lower, upper): the fit searches inside it (objectives.fit.BOX) and a
+#: calibration file's value outside it is refused unless the file says ``"allow_outside_bounds": true``
+BOUNDS = {
+    "kernel_overhead_s": (1e-6, 3e-4), "attn_kernel_scale": (0.3, 1.5), "attn_seq_half": (16.0, 16384.0),
+    "tp_comm_exposed": (0.05, 1.0), "moe_expert_overhead_s": (1e-7, 1e-3), "gemm_n_half": (1.0, 2048.0),
+}
 #: factors no longer fitted -> why (a calibration file that sets one is told so)
 REMOVED_FACTORS = {
     "ep_comm_exposed": "is no longer a factor: the exposed expert all-to-all is derived from the EP A2A overlap "
@@ -203,9 +209,13 @@ class Calibration:
             if per_stack and (not isinstance(value, list) or len(value) != len(STACKS)):
                 raise InputError(f"{where}: key 'fitted.{key}' must be a list of {len(STACKS)} positive numbers, one "
                                  f"per stack ({', '.join(STACKS)})")
+            low, high = BOUNDS[key]
             for v in items:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                    raise InputError(f"{where}: key 'fitted.{key}' must be a positive number, not {json.dumps(v)}")
+                    raise InputError(f"{where}: key 'fitted.{key}' must be a positive number, not {json.dumps(v)[:60]}")
+                if not low <= v <= high and record.get("allow_outside_bounds") is not True:
+                    raise InputError(f"{where}: key 'fitted.{key}' is {v:g}, outside the fit's box [{low:g}, {high:g}] "
+                                     "(set \"allow_outside_bounds\": true in the file to use it anyway)")
             values[key] = tuple(float(v) for v in items) if per_stack else float(value)
         intervals = record.get("intervals")
         if intervals is not None and not (isinstance(intervals, dict)

@@ -57,7 +57,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from objectives.calibration import CALIBRATION_PATH, FITTED, STACKS, Calibration
+from objectives.calibration import BOUNDS, CALIBRATION_PATH, FITTED, STACKS, Calibration
 from objectives.validation import RUNS_PATH, load_runs, predict, source_of, summarize
 
 __all__ = ["BOX", "INFORMS", "WELL_INFORMED_RUNS", "IDENTIFIED", "PRIOR_SD_LOG", "RUN_SD_LOG", "label", "source_weights",
@@ -65,10 +65,9 @@ __all__ = ["BOX", "INFORMS", "WELL_INFORMED_RUNS", "IDENTIFIED", "PRIOR_SD_LOG",
            "cross_validate", "main"]
 
 # (name, index or None, lower, upper): the search box of each fitted factor
-BOX = [("kernel_overhead_s", i, 1e-6, 3e-4) for i in range(len(STACKS))] + \
-      [("attn_kernel_scale", i, 0.3, 1.5) for i in range(len(STACKS))] + \
-      [("attn_seq_half", None, 16.0, 16384.0), ("tp_comm_exposed", None, 0.05, 1.0),
-       ("moe_expert_overhead_s", None, 1e-7, 1e-3), ("gemm_n_half", None, 1.0, 2048.0)]
+BOX = [("kernel_overhead_s", i, *BOUNDS["kernel_overhead_s"]) for i in range(len(STACKS))] + \
+      [("attn_kernel_scale", i, *BOUNDS["attn_kernel_scale"]) for i in range(len(STACKS))] + \
+      [(name, None, *BOUNDS[name]) for name in ("attn_seq_half", "tp_comm_exposed", "moe_expert_overhead_s", "gemm_n_half")]
 #: a run informs a factor where |d log(predicted) / d log(factor)| exceeds this (module doc)
 INFORMS = 1e-6
 #: a factor informed by fewer runs than this is fitted with a prior toward its start value (module doc)

@@ -35,6 +35,7 @@ from objectives.layout import Layout
 from objectives.memory import Memory
 from objectives.power import Power
 from objectives.quantization import default_fp8_recipe
+from objectives.ranges import check_ranges
 from objectives.reasons import infeasible_reason
 from objectives.reliability import Reliability
 from objectives.renamed import check_renamed
@@ -146,6 +147,10 @@ def _as_float(value: np.ndarray) -> np.ndarray | None:
         return None
 
 
+#: numeric columns that are yes/no flags, where a boolean cell means 1 or 0
+FLAG_COLUMNS = frozenset({"sequence_parallel", "tied_embeddings", "dropout", "preemptible", "host_grace", "scaleup_mesh"})
+
+
 def _numeric_columns() -> frozenset[str]:
     """Columns whose cells must be numbers (blank allowed): model, GPU and operating fields, the mapping."""
     names = set(REQUIRED) | set(DEFAULTS) | set(INTEGER_COLUMNS) | set(catalog.GPU_FIELDS) | set(catalog.MODEL_FIELDS)
@@ -157,6 +162,9 @@ def _check_numbers(user: Columns) -> None:
     text that means blank (' ', 'None') becomes NaN in ``user``, so the column converts to float."""
     for name in _numeric_columns() & set(user):
         value = user[name]
+        if value.dtype.kind == "b" and name not in FLAG_COLUMNS:  # a CSV's True / False read as booleans
+            raise InputError(f"'{bool(value[0])}' is not a number (true/false only for the flags "
+                             f"{', '.join(sorted(FLAG_COLUMNS))})", column=name, row=0)
         if value.dtype.kind in "iufb":
             continue
         raw, blank, _ = number_cells(value, name)
@@ -257,30 +265,6 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     if row is not None:
         raise InputError(f"{floats['zero_stage'][row]:g} is not a ZeRO stage (0, 1, 2 or 3)", column="zero_stage", row=row)
     return user, floats
-
-
-#: the largest global batch a row may give, in sequences (published runs use at most ~16K; a ceiling keeps a
-#: typo such as 1e300 from yielding finite-looking nonsense)
-MAX_GLOBAL_BATCH = 1e8
-
-
-def check_ranges(floats: Columns, cells) -> None:
-    """Raise InputError for a value with no physical meaning: ``train_tokens`` blank or a finite count > 0 (a
-    negative, zero, infinite or NaN token count made negative, zero or NaN days and dollars), ``global_batch``
-    at most MAX_GLOBAL_BATCH sequences."""
-    tokens = cells("train_tokens")
-    given = tokens[~np.isnan(tokens)] if has_nan(tokens) else tokens
-    if len(given) and not all_at_least(given, 0):
-        v = distinct_cells(floats["train_tokens"])
-        row = bad_row(~np.isnan(v) & ~((v > 0) & np.isfinite(v)))
-        raise InputError(f"{v[row]:g} is not valid; needs a finite number of tokens > 0, or blank (no training run "
-                         "costed)", column="train_tokens", row=row)
-    batch = cells("global_batch")
-    if len(batch) and np.max(batch) > MAX_GLOBAL_BATCH:
-        v = distinct_cells(floats["global_batch"])
-        row = bad_row(v > MAX_GLOBAL_BATCH)
-        raise InputError(f"{v[row]:g} sequences is not valid; at most {MAX_GLOBAL_BATCH:.0e}", column="global_batch",
-                         row=row)
 
 
 def check_architecture(floats: Columns) -> None:

@@ -78,3 +78,11 @@ def test_stated_ceilings_and_bounded_excerpts(tmp_path, capsys):
         rc, _, err = run_cli(capsys, "sweep", path, "--no-ray", "--quiet", "--out", tmp_path / "run")
         assert rc == 2 and expect in err, err[:300]
         assert len(err) < 2000 and len(err.strip().splitlines()) == 1
+
+
+def test_an_empty_out_is_refused(tmp_path, capsys, monkeypatch):
+    """--out '' used to write the run into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, "sweep", _space(tmp_path, SMALL), "--no-ray", "--quiet", "--out", "")
+    assert rc == 2 and "--out: is empty" in err
+    assert not (tmp_path / "run.json").exists() and not (tmp_path / "trials").exists()

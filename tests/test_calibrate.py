@@ -207,6 +207,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, expect):
     ("{not json", "not a calibration file: not valid JSON"),
     ('{"fitted": {"attn_kernel_scale": [1.0, 1.0]}}', "key 'fitted.attn_kernel_scale' must be a list of 4 positive"),
     ('{"fitted": {"warp_speed": 2}}', "key 'fitted.warp_speed' is not a factor; valid: attn_seq_half"),
+    # issue 27: a factor far outside the fit's own box (step times of 1.96e9 s called feasible)
+    ('{"fitted": {"gemm_n_half": 1e9}}', "key 'fitted.gemm_n_half' is 1e+09, outside the fit's box [1, 2048]"),
     # a file calibrated before the expert all-to-all's exposure was derived (issue 22)
     ('{"fitted": {"ep_comm_exposed": 0.5}}', "key 'fitted.ep_comm_exposed' is no longer a factor: the exposed expert "
                                              "all-to-all is derived"),
@@ -220,3 +222,12 @@ def test_a_bad_calibration_file_is_one_line_for_evaluate_and_validate(tmp_path, 
     for argv in (["evaluate", table, "-o", tmp_path / "o.csv"], ["validate"]):
         rc, out, err = _run(capsys, *argv, "--calibration", bad)
         assert rc == 2 and len(err.strip().splitlines()) == 1 and f"{bad}: {expect}" in err, err
+
+
+def test_a_factor_outside_the_box_is_used_only_when_the_file_says_so(tmp_path):
+    """The box is the fit's (objectives.calibration.BOUNDS); a file may step outside it explicitly."""
+    from objectives.calibration import Calibration
+
+    path = tmp_path / "wide.json"
+    path.write_text('{"fitted": {"gemm_n_half": 4096}, "allow_outside_bounds": true}')
+    assert Calibration.read(path).gemm_n_half == 4096.0

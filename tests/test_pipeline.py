@@ -124,3 +124,13 @@ def test_a_global_batch_beyond_any_run_is_an_input_error():
     row = dict(model="llama3-8b", gpu="h100-sxm", n_gpus=8, tp=1, pp=1, micro_batch=1, train_tokens=1e12)
     with pytest.raises(objectives.InputError, match="column 'global_batch': 1e\\+300 sequences is not valid; at most 1e\\+08"):
         objectives.evaluate(dict(row, global_batch=1e300))
+
+
+def test_true_is_not_a_count():
+    """Issue 27: a CSV cell 'True' (read as a boolean) became 1 in numeric columns; it is an InputError there,
+    and means 1 only in the yes/no flags."""
+    row = dict(model="llama3-8b", gpu="h100-sxm", n_gpus=8, tp=2, pp=1, micro_batch=1)
+    with pytest.raises(objectives.InputError, match="column 'global_batch': 'True' is not a number"):
+        objectives.evaluate(dict(row, global_batch=np.array([True])))
+    flagged = objectives.evaluate(dict(row, global_batch=8, sequence_parallel=np.array([True])))
+    assert flagged["sequence_parallel"][0] == 1

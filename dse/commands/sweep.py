@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UserError(f"must be a whole number from 0 to {MAX_SEED}, not {args.seed}", where="--seed")
+    if args.out is not None and not str(args.out).strip():
+        raise UserError("is empty; give a directory for the run (or leave --out out: results/<space>-<time>)",
+                        where="--out")
     if args.no_ray and args.address:
         raise UserError("--no-ray and --address exclude each other", where="--address")
     spec = None

@@ -1,0 +1,34 @@
+"""Input values with no physical meaning, refused where a design table enters (objectives.pipeline.prepare):
+one InputError naming the cell, never a row of negative days or dollars."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objectives.columns import all_at_least, bad_row, distinct_cells, has_nan
+from objectives.table import Columns, InputError
+
+__all__ = ["MAX_GLOBAL_BATCH", "check_ranges"]
+
+#: the largest global batch a row may give, in sequences (published runs use at most ~16K; a ceiling keeps a
+#: typo such as 1e300 from yielding finite-looking nonsense)
+MAX_GLOBAL_BATCH = 1e8
+
+
+def check_ranges(floats: Columns, cells) -> None:
+    """Raise InputError for a value with no physical meaning: ``train_tokens`` blank or a finite count > 0 (a
+    negative, zero, infinite or NaN token count made negative, zero or NaN days and dollars), ``global_batch``
+    at most MAX_GLOBAL_BATCH sequences."""
+    tokens = cells("train_tokens")
+    given = tokens[~np.isnan(tokens)] if has_nan(tokens) else tokens
+    if len(given) and not all_at_least(given, 0):
+        v = distinct_cells(floats["train_tokens"])
+        row = bad_row(~np.isnan(v) & ~((v > 0) & np.isfinite(v)))
+        raise InputError(f"{v[row]:g} is not valid; needs a finite number of tokens > 0, or blank (no training run "
+                         "costed)", column="train_tokens", row=row)
+    batch = cells("global_batch")
+    if len(batch) and np.max(batch) > MAX_GLOBAL_BATCH:
+        v = distinct_cells(floats["global_batch"])
+        row = bad_row(v > MAX_GLOBAL_BATCH)
+        raise InputError(f"{v[row]:g} sequences is not valid; at most {MAX_GLOBAL_BATCH:.0e}", column="global_batch",
+                         row=row)
