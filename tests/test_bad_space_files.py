@@ -86,3 +86,21 @@ def test_an_empty_out_is_refused(tmp_path, capsys, monkeypatch):
     rc, _, err = run_cli(capsys, "sweep", _space(tmp_path, SMALL), "--no-ray", "--quiet", "--out", "")
     assert rc == 2 and "--out: is empty" in err
     assert not (tmp_path / "run.json").exists() and not (tmp_path / "trials").exists()
+
+
+def test_a_grid_beyond_its_ceiling_is_one_line(tmp_path, capsys):
+    """Issue 27: a range stepped to 6e14 values ran out of memory; so would an integer range the grid
+    enumerates whole."""
+    for text, expect in ((SMALL.replace("step: 0.5", "step: 1e-14"), "step: gives 600,000,000,000,001 values; at most 10,000"),
+                         (SMALL.replace("n_gpus: {min: 32, max: 2048, scale: pow2}", "n_gpus: {min: 32, max: 2000000}"),
+                          "cluster.n_gpus: the grid would enumerate 1,999,969 values; at most 10,000")):
+        rc, _, err = run_cli(capsys, "sweep", _space(tmp_path, text), "--no-ray", "--quiet", "--out", tmp_path / "run")
+        assert rc == 2 and expect in err, err
+
+
+def test_a_run_json_of_the_wrong_shape_is_one_line(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("[1, 2]")
+    for argv in (("sweep", "--resume", tmp_path / "run", "--no-ray"), ("report", tmp_path / "run")):
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 2 and "run.json is not a run's record" in err and len(err.strip().splitlines()) == 1, err

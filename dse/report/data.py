@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,7 +72,9 @@ def load_run(root: str | Path, objectives: dict[str, str] | None = None) -> Run:
     root = Path(root)
     if not (root / "run.json").is_file():
         raise UserError("not a run directory (no run.json)", where=str(root))
-    info = json.loads((root / "run.json").read_text())
+    from dse.store import RunStore
+
+    info = RunStore(root).read_run()  # one line where run.json is unreadable or not a run's record
     spec = info.get("spec", {})
     own = {o["metric"]: o["direction"] for o in spec.get("objectives", [])}
     objectives = dict(objectives or own)

@@ -172,6 +172,9 @@ def parse_spec(
         for d in dimensions:
             if d.kind == "float" and d.step is None:
                 ck.fail(f"cluster.{d.name}", "the grid sampler needs every range discrete: give this range a step")
+            if d.kind == "int" and d.step is None and not d.log and d.high - d.low + 1 > MAX_CHOICES:
+                ck.fail(f"cluster.{d.name}", f"the grid would enumerate {d.high - d.low + 1:,} values; at most "
+                                             f"{MAX_CHOICES:,} a range (give a step, or scale: pow2)")
     return Spec(
         name=name,
         source=source,
@@ -284,6 +287,8 @@ def _parse_dimension(ck: _Checker, column: str, value, path: str) -> Dimension:
             if scale == "log":
                 ck.fail(f"{path}.step", "a log range takes no step")
             n = (hi - lo) / step
+            if n + 1 > MAX_CHOICES:
+                ck.fail(f"{path}.step", f"gives {n + 1:,.0f} values; at most {MAX_CHOICES:,} a range (a coarser step)")
             if abs(n - round(n)) > 1e-9 * max(1.0, abs(n)):
                 ck.fail(f"{path}.step", f"max - min ({hi - lo:g}) must be a multiple of step ({step:g})")
         if kind == "int":

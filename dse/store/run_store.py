@@ -159,9 +159,13 @@ class RunStore:
     def read_run(self) -> dict[str, Any]:
         """run.json, decoded; a UserError if it cannot be read."""
         try:
-            return json.loads(self.run_json.read_text())
+            info = json.loads(self.run_json.read_text())
         except (OSError, ValueError) as exc:
-            raise UserError(f"cannot read run.json: {exc}", where=str(self.root)) from None
+            raise UserError(f"cannot read run.json: {str(exc)[:200]}", where=str(self.root)) from None
+        if not isinstance(info, dict) or not isinstance(info.get("spec"), dict):
+            raise UserError("run.json is not a run's record (an object with its 'spec'): not a run directory dse wrote",
+                            where=str(self.root))
+        return info
 
     def write_run(self, info: Mapping[str, Any]) -> None:
         """Replace run.json atomically."""
