@@ -62,14 +62,14 @@ def test_parts_round_trip_with_metadata(tmp_path):
 
 def test_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
     store = RunStore.create(tmp_path / "run")
-    store.write_run({"status": "running", "n": 1})
+    store.write_run({"spec": {}, "status": "running", "n": 1})
 
     def boom(*a, **k):
         raise OSError("disk full")
 
     monkeypatch.setattr("os.replace", boom)
     with pytest.raises(OSError):
-        store.write_run({"status": "running", "n": 2})
+        store.write_run({"spec": {}, "status": "running", "n": 2})
     with pytest.raises(OSError):
         store.write_part(0, batch(0, 2), {})
     monkeypatch.undo()
