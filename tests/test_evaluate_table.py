@@ -235,3 +235,30 @@ def test_csv_with_an_old_column_name_is_one_line_exit_2(tmp_path, capsys):
     assert rc == 2
     assert err.strip() == f"dse evaluate: error: {csv}, column 'nic_gbps': was renamed 'nic_gbyte_s' (GB/s)", err
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_terminated_evaluate_leaves_no_hidden_temporary(tmp_path):
+    """Issue 27: a killed `dse evaluate` left its hidden temporary behind. SIGTERM while the output is being
+    written (its `.out.parquet.tmp` exists): exit 130, neither the output nor the temporary remains."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rows = 400_000
+    table = tmp_path / "big.csv"
+    table.write_text("model,gpu,n_gpus,global_batch,tp,pp,micro_batch,train_tokens\n"
+                     + "llama3-8b,h100-sxm,8,128,1,1,1,1e12\n" * rows)
+    out = tmp_path / "out.parquet"
+    tmp = tmp_path / ".out.parquet.tmp"
+    proc = subprocess.Popen([sys.executable, "-m", "dse.cli", "evaluate", str(table), "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not tmp.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if proc.poll() is not None:
+        pytest.skip("the write finished before the temporary was seen")
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    assert not tmp.exists() and not out.exists()

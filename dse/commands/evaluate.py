@@ -89,6 +89,19 @@ def _warn_unknown(names, source: str) -> None:
     print(f"dse evaluate: warning: {source}: {what}, carried through to the output unchanged: {said}", file=sys.stderr)
 
 
+def stop_on_sigterm() -> None:
+    """A SIGTERM (a batch scheduler's kill, `kill PID`) ends the command as Ctrl-C does, so that the output
+    being written is removed with its hidden temporary (dse.parquet writes atomically) instead of left
+    behind; the exit status is 130, as for an interrupt. (A SIGKILL cannot be caught: its temporary, named
+    after the output, is replaced and removed by the next write of that output.)"""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def run(args) -> int:
     from dse.cluster.memory import keep_freed_memory
     from dse.commands.calibrate import load_calibration
@@ -96,6 +109,7 @@ def run(args) -> int:
     # this process only evaluates: keep the memory each slice frees for the next one, as the scoring
     # actors do (docs/performance.md: the serving model's 1M rows in slices, 0.45 s of page faults -> 0.02 s)
     keep_freed_memory()
+    stop_on_sigterm()
     cal = load_calibration(getattr(args, "calibration", None))
     cols = read_columns(args.input)
     n = len(next(iter(cols.values()))) if cols else 0
