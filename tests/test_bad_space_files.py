@@ -104,3 +104,17 @@ def test_a_run_json_of_the_wrong_shape_is_one_line(tmp_path, capsys):
     for argv in (("sweep", "--resume", tmp_path / "run", "--no-ray"), ("report", tmp_path / "run")):
         rc, _, err = run_cli(capsys, *argv)
         assert rc == 2 and "run.json is not a run's record" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_address_where_no_ray_cluster_answers_is_one_line(tmp_path):
+    """Issue 27: --address 127.0.0.1:1 hung in ray.init's retries; the GCS probe that looks for a token now
+    says at once that nothing answers there. (A process of its own: a test before may have joined Ray here.)"""
+    import subprocess
+    import sys
+
+    pytest.importorskip("ray")
+    done = subprocess.run([sys.executable, "-m", "dse.cli", "sweep", str(_space(tmp_path, SMALL)), "--quiet",
+                           "--address", "127.0.0.1:1", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--address: no Ray cluster answers at 127.0.0.1:1" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

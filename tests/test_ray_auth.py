@@ -152,13 +152,15 @@ def test_auth_mode_disabled_here_is_named(env, token_gcs, monkeypatch):
     assert env == []
 
 
-def test_no_answer_is_left_to_ray_init(env, monkeypatch):
-    """A closed port: nothing decided here (ray.init reports that it cannot connect)."""
+def test_no_answer_is_one_line_before_ray_init(env, monkeypatch):
+    """A closed port: one line naming the address (issue 27: ray.init retried for minutes), no token mode set."""
     server, address = _serve(TOKEN)
     server.stop(None)
     monkeypatch.setenv(ray_auth.TOKEN_ENV, TOKEN)
     assert ray_auth.probe(address, TOKEN, timeout_s=2) == "unreachable"
-    assert ray_auth.join_with_token(address) == "" and env == []
+    with pytest.raises(UserError, match=f"no Ray cluster answers at {address}"):
+        ray_auth.join_with_token(address)
+    assert env == []
 
 
 def test_a_ray_client_address_presents_a_token_at_hand(env, monkeypatch):

@@ -79,7 +79,7 @@ def probe(gcs_address: str, token: str | None, timeout_s: float = PROBE_TIMEOUT_
     """Ask the GCS at ``host:port`` for its cluster id, presenting ``token`` (or none).
 
     Returns ``"ok"`` (answered), ``"unauthenticated"`` (the token is required and missing, or wrong) or
-    ``"unreachable"`` (no answer: left to ``ray.init`` to report). The header is Ray's:
+    ``"unreachable"`` (no answer: :func:`join_with_token` says so in one line). The header is Ray's:
     ``authorization: Bearer <token>`` (``ray/_private/authentication/authentication_constants.py``).
     """
     import grpc
@@ -134,8 +134,13 @@ def join_with_token(address: str) -> str:
             _enable_token_mode()
             return f"token from {found[1]}"
         return ""
-    if probe(gcs, None) != "unauthenticated":
-        return ""  # the cluster answers without a token, or not at all (ray.init reports that)
+    answer = probe(gcs, None)
+    if answer == "unreachable":  # ray.init would retry for minutes (issue 27: --address 127.0.0.1:1 hung)
+        raise UserError(f"no Ray cluster answers at {address} (its GCS at {gcs} did not reply within {PROBE_TIMEOUT_S:g} s): "
+                        "start one there (ray start --head) or give the address `ray status` prints",
+                        where="--address")
+    if answer != "unauthenticated":
+        return ""  # the cluster answers without a token
     if mode not in ("", "token"):
         raise UserError(f"the Ray cluster at {address} requires its authentication token, and "
                         f"{MODE_ENV}={os.environ[MODE_ENV]} here forbids sending it: unset {MODE_ENV} "
