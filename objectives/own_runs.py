@@ -129,9 +129,8 @@ def interval_params(base: dict, result: pd.DataFrame, log_ratio: np.ndarray) -> 
         keys = ground_keys(_ground(base["ground"], octaves, stack, others))
         one = {k: np.broadcast_to(v, stack.shape)[i:i + 1] for k, v in octaves.items()}
         dist[i] = distance_oct(one, stack[i:i + 1], keys)[0]
-    gen = generation(result["model_gpu_fp8_tflop_s"].to_numpy(dtype=np.float64),
-                     result["model_gpu_fp4_tflop_s"].to_numpy(dtype=np.float64))
-    _, _, sigma = log_band(stack, moe, dist, base, gen)  # with the shipped per-generation term
+    # with the shipped per-generation term (the generation axis is kept as its code, not in octaves)
+    _, _, sigma = log_band(stack, moe, dist, base, octaves["generation"])
     ratio = float(np.mean(np.maximum(np.abs(log_ratio), FLOOR) / sigma))
     w = n / (n + N0)
     params = copy.deepcopy(base)

@@ -74,6 +74,13 @@ PARAM_BYTES_FP8 = np.array([1.0, 1.0, WEIGHT_BYTES_16, 1.0 + 1.0 / 32.0])
 PARAM_BYTES_FP4 = 0.5 + 1.0 / 16.0
 
 
+def _fp8_bytes(by_recipe: np.ndarray, recipe: np.ndarray, gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
+    """The bytes of ``by_recipe`` (one per FP8_RECIPES code; ``recipe`` filled by objectives.pipeline.prepare),
+    plus the transposed per-tensor copy where the GPU's fp8 tensor cores need it (not block-scaled: Hopper)."""
+    code = np.clip(recipe, 0, len(FP8_RECIPES) - 1).astype(np.intp)
+    return by_recipe[code] + np.where((code <= 1) & ~block_scaled(gpu_fp4_tflop_s), TRANSPOSE_BYTES, 0.0)
+
+
 def low_precision_weights(precision: np.ndarray, recipe: np.ndarray, stack_keeps: np.ndarray) -> np.ndarray:
     """True where the stack keeps the run's weights in fp8 or fp4 (not blockwise fp8): no per-micro-batch
     weight quantization, smaller weights in HBM and on the wire (module doc)."""
@@ -84,9 +91,7 @@ def param_bytes(precision: np.ndarray, recipe: np.ndarray, stack_keeps: np.ndarr
                 gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
     """Bytes per weight as held in HBM and all-gathered: 16-bit, or the low-precision copy where the stack
     keeps one (with the transposed per-tensor copy on a GPU whose fp8 tensor cores need it)."""
-    code = np.clip(recipe, 0, len(FP8_RECIPES) - 1).astype(np.intp)  # filled by objectives.pipeline.prepare
-    fp8 = PARAM_BYTES_FP8[code] + np.where((code <= 1) & ~block_scaled(gpu_fp4_tflop_s), TRANSPOSE_BYTES, 0.0)
-    low = np.where(precision == 2, PARAM_BYTES_FP4, fp8)
+    low = np.where(precision == 2, PARAM_BYTES_FP4, _fp8_bytes(PARAM_BYTES_FP8, recipe, gpu_fp4_tflop_s))
     return np.where(low_precision_weights(precision, recipe, stack_keeps), low, WEIGHT_BYTES_16)
 
 
@@ -94,7 +99,7 @@ def default_fp8_recipe(gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
     """The recipe a blank ``fp8_recipe`` means, by GPU: MXFP8 where the tensor cores scale blocks (the GPUs
     with fp4, Blackwell and MI355X), else per-tensor current scaling (Megatron-Bridge's recipes: ``fp8_mx`` on
     Blackwell, ``fp8_cs`` on Hopper)."""
-    return np.where(gpu_fp4_tflop_s > 0, 3.0, 1.0)  # NaN (no fp4) compares False
+    return np.where(block_scaled(gpu_fp4_tflop_s), 3.0, 1.0)
 
 
 def block_scaled(gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
@@ -105,13 +110,11 @@ def block_scaled(gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
 def cast_bytes(precision: np.ndarray, recipe: np.ndarray, gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
     """HBM bytes per quantized activation or gradient element: 0 in bf16, by recipe in fp8 (a per-tensor
     recipe's transposed copy where the GPU's tensor cores need it), NVFP4's in fp4."""
-    code = np.clip(recipe, 0, len(FP8_RECIPES) - 1).astype(np.intp)
-    fp8 = CAST_BYTES[code] + np.where((code <= 1) & ~block_scaled(gpu_fp4_tflop_s), TRANSPOSE_BYTES, 0.0)
+    fp8 = _fp8_bytes(CAST_BYTES, recipe, gpu_fp4_tflop_s)
     return np.select([precision == 1, precision == 2], [fp8, NVFP4_CAST_BYTES], 0.0)
 
 
 def weight_cast_bytes(precision: np.ndarray, recipe: np.ndarray, gpu_fp4_tflop_s: np.ndarray) -> np.ndarray:
     """HBM bytes per weight element quantized: 0 in bf16, by recipe in fp8, NVFP4's in fp4."""
-    code = np.clip(recipe, 0, len(FP8_RECIPES) - 1).astype(np.intp)
-    fp8 = WEIGHT_CAST_BYTES[code] + np.where((code <= 1) & ~block_scaled(gpu_fp4_tflop_s), TRANSPOSE_BYTES, 0.0)
+    fp8 = _fp8_bytes(WEIGHT_CAST_BYTES, recipe, gpu_fp4_tflop_s)
     return np.select([precision == 1, precision == 2], [fp8, NVFP4_WEIGHT_CAST_BYTES], 0.0)

@@ -37,11 +37,15 @@ class _SpaceLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True) if key_node.tag != "tag:yaml.org,2002:merge" else None
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)  # cached: the mapping's construction reuses it
+            if not isinstance(key, (str, int, float, bool)):
+                continue
+            if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"key {str(key)[:40]!r} given twice",
                                                         key_node.start_mark)
-            seen.add(key) if isinstance(key, (str, int, float, bool)) else None
+            seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
