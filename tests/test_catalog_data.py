@@ -346,3 +346,35 @@ def test_build_script_reproduces_csv(tmp_path):
     subprocess.run([sys.executable, str(REPO / "tools" / "build_training_runs.py"), str(SHARED_DATA),
                     "--out", str(out), "--no-md"], check=True, capture_output=True)
     assert out.read_text() == (CATALOG / "training_runs.csv").read_text()
+
+
+def test_gb300_gemm_rate_is_b300s_at_its_power_limit():
+    """GB300's GEMM rate: B300's measured MAMF (X27; 1,769 bf16 and 3,353.3 fp8 TFLOP/s at 1,100 W) at 1,400 W.
+
+    By hand: (1400 / 1100)^(1/3) = 1.27273^(1/3) = 1.0837; bf16 1,769 x 1.0837 = 1,917.1 TFLOP/s = 0.767 of 2,500;
+    fp8 3,353.3 x 1.0837 = 3,634.0 = 0.727 of 5,000. GB200 at its 1,200 W keeps its own measurement (0.723 fp8),
+    so at one mapping GB300's fp8 GEMMs run 0.727 / 0.723 = 1.005x GB200's and its bf16 GEMMs 0.767 / 0.729 = 1.052x.
+    """
+    from objectives.catalog.power_limit import power_limited_tflop_s
+
+    assert power_limited_tflop_s(1769.0, 1100.0, 1400.0) == pytest.approx(1917.1, abs=0.1)
+    assert power_limited_tflop_s(3353.3, 1100.0, 1400.0) == pytest.approx(3634.0, abs=0.1)
+    gpus = yaml.safe_load((CATALOG / "gpus.yaml").read_text())["gpus"]
+    gb300, gb200 = gpus["gb300"], gpus["gb200"]
+    assert gb300["gpu_gemm_eff_bf16"]["value"] == pytest.approx(1917.1 / 2500, abs=5e-4)
+    assert gb300["gpu_gemm_eff_fp8"]["value"] == pytest.approx(3634.0 / 5000, abs=5e-4)
+    assert gb300["gpu_tdp_w"]["value"] == 1400 and gb200["gpu_tdp_w"]["value"] == 1200
+
+
+def test_power_limit_law_reproduces_the_measured_b200_to_gb200_step():
+    """The cube-root law on the one measured pair of one die at two caps: B200 1,000 W -> GB200 1,200 W.
+
+    By hand: (1200/1000)^(1/3) = 1.0627; fp8 3,432.5 x 1.0627 = 3,647.7 against GB200's measured 3,615.6
+    (+0.9%); bf16 1,745 x 1.0627 = 1,854.4 against 1,822 (+1.8%). Within 2% both.
+    """
+    from objectives.catalog.power_limit import power_limited_tflop_s
+
+    assert power_limited_tflop_s(3432.5, 1000.0, 1200.0) == pytest.approx(3615.6, rel=0.02)
+    assert power_limited_tflop_s(1745.0, 1000.0, 1200.0) == pytest.approx(1822.0, rel=0.02)
+    with pytest.raises(ValueError, match="positive"):
+        power_limited_tflop_s(1745.0, 0.0, 1200.0)
