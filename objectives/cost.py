@@ -9,25 +9,31 @@ Three figures, named once:
   facility, built for the IT equipment's maximum power at ``facility_usd_per_mw`` ($10.7M per MW of IT, CBRE
   via S68).
 - ``run_cost_usd``: the training run's cost over ``time_to_train_days`` (failures included,
-  objectives.reliability), the sum of the ``run_cost_*_usd`` breakdown. Owned (Epoch's amortized-hardware
-  method, S24; X12): each asset's capital over its life for the run's wall-clock time (servers
-  ``server_years`` 5, network 5, storage 5, facility 14), upkeep at ``upkeep_frac_per_year`` of the
-  hardware's price (4-8% a year, X11) and energy at PUE x IT power x ``electricity_usd_per_kwh`` ($0.08, EIA
-  via S72): the cluster's share, as if it served other work before and after. Rented: whole instances
-  (``instance_gpus`` GPUs each) for the run's hours at ``cloud_usd_per_gpu_hr`` (the instance's at its
-  ``pricing``, objectives/catalog/instances.py; network, power and facility are in that price; a
-  reservation's rate charged for the hours used, the rest of the term serving other work, as an owned
-  cluster's), plus the checkpoints on the provider's managed file system and the dataset in its object
-  store (``storage_cloud_usd_per_tb_month``, ``storage_object_usd_per_tb_month``; without an object-store
-  price the dataset sits on the file system). ``tco_usd`` is the same figure under its old name, kept for
-  one release.
-- ``lifetime_cost_usd``: what the buyer commits to. Owned: the capex and the cluster's running costs over
-  its servers' life (``server_years``, or the run if longer; Epoch's hardware life, S24/X12), at training
-  load all along: energy at ``power_mw`` (PUE included) x ``electricity_usd_per_kwh`` and upkeep at
-  ``upkeep_frac_per_year`` of servers, network and storage (X11); the facility is in the capex whole (it
-  outlives the servers, 14 years, and nothing is credited for that). Rented: the rental the pricing
-  commits to, the run's hours (on demand, spot) or the whole term of a reservation (1 or 3 years, or the
-  run if longer), plus the run's storage.
+  objectives.reliability), the sum of the ``run_cost_*_usd`` breakdown. Owned: each asset's capital
+  recovered as a level annuity over its life at ``cost_of_capital_frac`` (servers ``server_years`` 5,
+  network 5, storage 5, facility 14; objectives.capital), the servers less ``residual_value_frac`` of their
+  price resold at the end, and upkeep at ``upkeep_frac_per_year`` of the hardware's price (4-8% a year, X11): these accrue
+  by the calendar, so a cluster doing paid work ``utilization_frac`` of its hours charges the run's hours
+  1 / utilization_frac of them (the idle hours are paid by the busy ones); energy is the run's own, PUE x IT
+  power x ``electricity_usd_per_kwh`` ($0.08, EIA via S72). ``cost_of_capital_frac: 0``,
+  ``utilization_frac: 1`` and no residual is Epoch's straight-line method (S24; X12), to the cent.
+  Rented: whole instances (``instance_gpus`` GPUs each) for the run's hours at ``cloud_usd_per_gpu_hr`` (the
+  instance's at its ``pricing``, objectives/catalog/instances.py; network, power and facility are in that
+  price; a reservation's rate charged for the hours used, the rest of the term serving other work, as an
+  owned cluster's), plus the checkpoints on the provider's managed file system and the dataset in its
+  object store (``storage_cloud_usd_per_tb_month``, ``storage_object_usd_per_tb_month``; without an
+  object-store price the dataset sits on the file system). ``tco_usd`` is the same figure under its old
+  name, kept for one release.
+- ``owned_usd_per_gpu_hr``: an owned design's cost per delivered GPU-hour, everything a rental's price
+  covers (servers, fabric, facility, upkeep, energy; storage aside, which clouds bill apart), the figure to
+  set beside a rental's ``cloud_usd_per_gpu_hr``.
+- ``lifetime_cost_usd``: what the buyer commits to, undiscounted. Owned: the capex and the cluster's
+  running costs over its servers' life (``server_years``, or the run if longer; Epoch's hardware life,
+  S24/X12), at training load all along: energy at ``power_mw`` (PUE included) x ``electricity_usd_per_kwh``
+  and upkeep at ``upkeep_frac_per_year`` of servers, network and storage (X11); the facility is in the capex
+  whole (it outlives the servers, 14 years, and nothing is credited for that). Rented: the rental the
+  pricing commits to, the run's hours (on demand, spot) or the whole term of a reservation (1 or 3 years,
+  or the run if longer), plus the run's storage.
 
 usd_per_mtok = run_cost_usd per million ``train_tokens``; usd_per_gpu_hr = run_cost_usd per GPU-hour of the
 wall-clock run.
@@ -38,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model, lookup
+from objectives.capital import annual_capital_usd
 
 __all__ = ["Cost", "DAYS_PER_YEAR"]
 
@@ -54,7 +61,8 @@ class Cost(Model):
         "server_usd_per_gpu", "cloud_usd_per_gpu_hr", "net_capex_usd", "storage_capex_usd", "storage_need_tb",
         "storage_dataset_tb", "storage_cloud_usd_per_tb_month", "storage_object_usd_per_tb_month",
         "power_mw", "power_it_peak_mw", "facility_usd_per_mw", "server_years", "network_years", "storage_years",
-        "facility_years", "upkeep_frac_per_year", "electricity_usd_per_kwh",
+        "facility_years", "upkeep_frac_per_year", "electricity_usd_per_kwh", "cost_of_capital_frac",
+        "utilization_frac", "residual_value_frac",
     )
     provides = {
         "capex_servers_usd": "USD; GPU servers (or racks) without scale-out NICs (owned; 0 rented)",
@@ -65,7 +73,10 @@ class Cost(Model):
         "run_cost_storage_usd": "USD; storage over the run (owned: amortization + upkeep; rented: TB-months)",
         "run_cost_power_usd": "USD; facility energy over the run (owned; rented: in the GPU-hour)",
         "run_cost_facility_usd": "USD; facility amortized over the run (owned; rented: in the GPU-hour)",
-        "run_cost_usd": "USD; cost of the training run, owned (its amortized share) or rented (sum of run_cost_*_usd)",
+        "run_cost_usd": "USD; cost of the training run, owned (capital recovered at cost_of_capital_frac over each asset's "
+                        "life, per delivered hour at utilization_frac, + upkeep and energy) or rented (sum of run_cost_*_usd)",
+        "owned_usd_per_gpu_hr": "USD; an owned design's cost per delivered GPU-hour: capital, upkeep and energy of servers, "
+                                "fabric and facility (storage aside, as a rental bills it); NaN rented",
         "tco_usd": "USD; run_cost_usd under its old name (kept for one release; read run_cost_usd)",
         "lifetime_cost_usd": "USD; what the buyer commits to: owned, capex + energy and upkeep over server_years at "
                              "training load; rented, the pricing's commitment (the run, or a reservation's whole term)",
@@ -81,15 +92,17 @@ class Cost(Model):
         servers = billed * c["server_usd_per_gpu"]  # what is bought
         share = n * c["server_usd_per_gpu"]  # what the run uses: the rest of a rack serves other work
         facility = c["power_it_peak_mw"] * c["facility_usd_per_mw"]
-        upkeep = c["upkeep_frac_per_year"] * years
+        rate, busy = c["cost_of_capital_frac"], c["utilization_frac"]
 
-        def owned(price, life_years):
-            return price * (years / life_years + upkeep)
+        def owned(price, life_years, resale_frac=0.0):
+            """An asset's calendar cost over the run (capital annuity + upkeep), per delivered hour (objectives.capital)."""
+            per_year = annual_capital_usd(price, rate, life_years, resale_frac) + c["upkeep_frac_per_year"] * price
+            return per_year * years / busy
 
         cloud = c["cost_mode"] == 1
         gpu_hours = n * days * 24.0
         rental = billed * c["cloud_usd_per_gpu_hr"]  # USD per hour
-        compute = np.where(cloud, rental * days * 24.0, owned(share, c["server_years"]))
+        compute = np.where(cloud, rental * days * 24.0, owned(share, c["server_years"], c["residual_value_frac"]))
         network = np.where(cloud, 0.0, owned(c["net_capex_usd"], c["network_years"]))
         dataset = c["storage_dataset_tb"]
         object_price = c["storage_object_usd_per_tb_month"]
@@ -99,7 +112,7 @@ class Cost(Model):
         storage = np.where(cloud, cloud_storage, owned(c["storage_capex_usd"], c["storage_years"]))
         energy_usd_per_year = c["power_mw"] * 1e3 * HOURS_PER_YEAR * c["electricity_usd_per_kwh"]
         power = np.where(cloud, 0.0, energy_usd_per_year * years)
-        fac = np.where(cloud, 0.0, facility * years / c["facility_years"])
+        fac = np.where(cloud, 0.0, annual_capital_usd(facility, rate, c["facility_years"]) * years / busy)
         run = compute + network + storage + power + fac
         hardware = servers + c["net_capex_usd"] + c["storage_capex_usd"]
         capex = hardware + facility
@@ -121,4 +134,5 @@ class Cost(Model):
             "lifetime_cost_usd": np.where(cloud, rented_life, owned_life),
             "usd_per_mtok": run / c["train_tokens"] * 1e6,
             "usd_per_gpu_hr": run / gpu_hours,
+            "owned_usd_per_gpu_hr": np.where(cloud, np.nan, (run - storage) / gpu_hours),
         }

@@ -14,6 +14,7 @@ import numpy as np
 
 from objectives import catalog
 from objectives.base import Model
+from objectives.breakeven import Breakeven
 from objectives.calibration import Calibration
 from objectives.checkpoint import Checkpoint
 from objectives.columns import (
@@ -58,7 +59,7 @@ MAPPING_MODELS: tuple[Model, ...] = (Layout(), Memory(), ComputeTime(), Communic
 #: the economics of a design run on its chosen mapping (the mapping search ranks on step time and runs
 #: these only on each design's winner), then the 80% intervals of the throughput and of every time, cost
 #: and energy figure that follows from it
-ECONOMICS_MODELS: tuple[Model, ...] = (Rental(), Checkpoint(), Reliability(), Power(), Cost(), Intervals())
+ECONOMICS_MODELS: tuple[Model, ...] = (Rental(), Checkpoint(), Reliability(), Power(), Cost(), Breakeven(), Intervals())
 #: the training performance model alone: transformer arithmetic .. step time, no economics
 TRAINING_MODELS: tuple[Model, ...] = DESIGN_MODELS + MAPPING_MODELS
 MODELS: tuple[Model, ...] = TRAINING_MODELS + ECONOMICS_MODELS
@@ -89,6 +90,8 @@ DEFAULTS: dict[str, float] = {
     # renting (objectives/catalog/instances.py): none (owned), on demand; what an instance sets, where none
     "instance": 0.0, "pricing": 0.0, "net_transport_latency_s": 0.0, "instance_gpus": np.nan,
     "storage_object_usd_per_tb_month": np.nan, "rental_max_gpus": np.inf,
+    # the rental an owned design is weighed against (objectives/catalog/offers.py), where the table has no GPU id
+    "rental_usd_per_gpu_hr": np.nan, "rental_instance": 0.0,
     # spot preemption (objectives/preemption.py): none; a preemptible row's figures are its provider's
     "preemptible": 0.0, **{f: (np.inf if f.startswith("spot_preempt") else 0.0) for f in catalog.SPOT_FIELDS},
     # prices and operating assumptions, each with its source in catalog/prices.yaml
@@ -123,16 +126,22 @@ def metrics() -> dict[str, str]:
 _LABELS = {
     "instance": "text; the cloud instance the design rents ('owned': it buys the cluster)",
     "provider": "text; the instance's cloud (aws, gcp, azure, oci, coreweave, lambda; 'owned')",
+    "breakeven_rental": "text; the rental an owned design is weighed against (objectives.breakeven): an instance id, "
+                        "'market' (the GPU's market figure); '' for a rented design",
 }
 
 
 def rental_labels(floats: Columns) -> Columns:
-    """``instance`` (its id, ``owned`` for none) and ``provider`` of every row, as text, from the prepared
-    (encoded) columns."""
+    """``instance`` (its id, ``owned`` for none), ``provider`` and ``breakeven_rental`` of every row, as text, from
+    the prepared (encoded) columns."""
     codes = floats["instance"]
     labels = np.asarray(CATEGORIES["instance"], dtype=object)
     ids = np.where(np.isnan(codes), 0, codes).astype(np.intp)
-    return {"instance": labels.take(ids), "provider": catalog.provider_labels(codes)}
+    offer = floats["rental_instance"]
+    offers = np.asarray(CATEGORIES["rental_instance"], dtype=object).take(np.where(np.isnan(offer), 0, offer).astype(np.intp))
+    rented = floats["cost_mode"] == 1
+    return {"instance": labels.take(ids), "provider": catalog.provider_labels(codes),
+            "breakeven_rental": np.where(rented, "", offers) if rented.any() else offers}
 
 
 def _as_float(value: np.ndarray) -> np.ndarray | None:

@@ -53,6 +53,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     # rent an instance of a cloud (objectives/catalog/instances.yaml; code 0: none, the cluster is owned), at a price
     "instance": ("owned", *_instance_ids()),
     "pricing": ("on_demand", "reserved_1y", "reserved_3y", "spot"),
+    # the rental an owned design is weighed against (objectives/catalog/offers.py; code 0: the GPU's market figure)
+    "rental_instance": ("market", *_instance_ids()),
     # serving (objectives/serving): the KV cache's precision, the inference engine, aggregated or disaggregated
     "kv_precision": ("bf16", "fp8", "fp4"),
     "engine": ("trtllm", "vllm", "sglang", "trtllm-2024"),

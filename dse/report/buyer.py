@@ -30,6 +30,7 @@ from dse.report.knee import (
     slo_targets,
 )
 from dse.report.names import design_names, money, number, shared_axes
+from dse.report.owning import owning_sentence
 from dse.report.serving import SUMMARY
 from dse.report.sureness import sureness
 from dse.store.pareto import front_table, to_minimization
@@ -296,6 +297,9 @@ def recommend(run: Run) -> Recommendation | None:
     sure = "" if run.serving else sureness(list(run.objectives)[0], row, _amount)
     if sure:
         said.append(sure)
+    owning = "" if run.serving else owning_sentence(row)
+    if owning:
+        said.append(owning)
     if pos:
         said += _neighbours(run, pos, names)
     said += serving_buyer.profile(row) if run.serving else _profile(row)

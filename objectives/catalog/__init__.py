@@ -41,6 +41,7 @@ from objectives.catalog.instances import (
     label_instances,
     provider_labels,
 )
+from objectives.catalog.offers import rental_offers
 from objectives.table import CATEGORIES, InputError, factorize, is_constant
 
 __all__ = ["INSTANCE_FIELDS", "SPOT_FIELDS", "instances", "instance_ids", "label_instances", "provider_labels", "GPU_FIELDS",
@@ -350,6 +351,9 @@ def expand(cols: dict, distinct: dict | None = None) -> dict:
         fallback = out.get("cloud_usd_per_gpu_hr", np.nan)
         out["cloud_usd_per_gpu_hr"] = _rowwise(lambda code, p, f: np.where(code > 0, p, f), len(instance_price),
                                                cols["instance"], price, fallback)
+    if "gpu" in cols:  # the rental an owned design is weighed against (objectives.breakeven)
+        out.update(rental_offers(cols["gpu"], cols.get("n_gpus"), out["cloud_usd_per_gpu_hr"],
+                                 cols.get("rental_instance"), cols.get("rental_usd_per_gpu_hr")))
     out.update(_expand_network(cols, out))
     codes = _id_codes(cols, "storage", storage())
     if not (codes >= 0).all():

@@ -7,9 +7,10 @@ decode-bound server draws less: a row may set its own), and its cost per hour th
 (the same catalog prices and lives, per hour instead of per run; storage is left out, a model's weights
 being a rounding error beside the GPUs):
 
-    owned: servers / server_years + fabric / network_years + facility (IT peak x facility_usd_per_mw) /
-           facility_years, amortized per hour; upkeep at upkeep_frac_per_year of servers and fabric;
-           energy at power_mw x electricity_usd_per_kwh
+    owned: servers over server_years, fabric over network_years, facility (IT peak x facility_usd_per_mw)
+           over facility_years, each a level annuity at cost_of_capital_frac (servers less their
+           residual_value_frac; objectives.capital), plus upkeep at upkeep_frac_per_year of servers and
+           fabric, per delivered hour at utilization_frac; energy at power_mw x electricity_usd_per_kwh
     cloud: GPUs x cloud_usd_per_gpu_hr (fabric, power and facility are in that price; a row renting an
            ``instance``, objectives/catalog/instances.yaml, pays its price at its ``pricing`` for whole
            instances of ``instance_gpus``, as objectives.cost bills a training run)
@@ -24,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
+from objectives.capital import annual_capital_usd
 from objectives.cost import DAYS_PER_YEAR
 from objectives.topology import Topology
 
@@ -38,7 +40,8 @@ class ServingEconomics(Model):
         "scaleup_size", "replicas_used", "prefill_gpus", "output_tokens_per_s", "gpu_tdp_w", "server_w_per_gpu",
         "server_to_gpu_tdp", "power_load_frac",
         "pue", "cost_mode", "server_usd_per_gpu", "cloud_usd_per_gpu_hr", "facility_usd_per_mw", "server_years",
-        "network_years", "facility_years", "upkeep_frac_per_year", "electricity_usd_per_kwh", "instance_gpus"}))
+        "network_years", "facility_years", "upkeep_frac_per_year", "electricity_usd_per_kwh", "instance_gpus", "cost_of_capital_frac",
+        "utilization_frac", "residual_value_frac"}))
     provides = {
         "deployment_gpus": "count; GPUs of the deployment, n_gpus x replicas_used (+ prefill_gpus, disaggregated)",
         "net_capex_usd": "USD; the deployment's scale-out fabric (objectives.topology), 0 where no traffic crosses an NVLink domain",
@@ -66,9 +69,11 @@ class ServingEconomics(Model):
         servers = gpus * c["server_usd_per_gpu"]
         network = fabric["net_capex_usd"]
         facility = it_peak * c["facility_usd_per_mw"]
-        owned = (servers / c["server_years"] + network / c["network_years"] + facility / c["facility_years"]
-                 + c["upkeep_frac_per_year"] * (servers + network)) / HOURS_PER_YEAR \
-            + power * 1e3 * c["electricity_usd_per_kwh"]
+        rate = c["cost_of_capital_frac"]
+        per_year = annual_capital_usd(servers, rate, c["server_years"], c["residual_value_frac"]) \
+            + annual_capital_usd(network, rate, c["network_years"]) + annual_capital_usd(facility, rate, c["facility_years"]) \
+            + c["upkeep_frac_per_year"] * (servers + network)
+        owned = per_year / (HOURS_PER_YEAR * c["utilization_frac"]) + power * 1e3 * c["electricity_usd_per_kwh"]
         cloud = c["cost_mode"] == 1
         per_instance = c["instance_gpus"]
         billed = np.where(np.isnan(per_instance), gpus, np.ceil(gpus / per_instance) * per_instance)  # whole instances
