@@ -2,7 +2,8 @@
 
 ``infeasible_reason`` is '' for a feasible row and one 'kind: what, by how much' line for the others, the
 first constraint broken in this order: a rented design without a published price at its pricing
-(``con_price``) or larger than its instance's advertised cluster (``con_rental_gpus``, objectives.rental),
+(``con_price``) or larger than its instance's advertised cluster (``con_rental_gpus``, objectives.rental;
+one instance where its provider publishes no cluster fabric),
 a mapping search with no candidate left (``search_lost_rule``), a layout or schedule rule (``layout_rule``,
 :mod:`objectives.divisibility`), tensor cores for the precision, memory, a spot job preempted faster than it
 recovers (``con_preempt``, objectives.reliability). Text is formatted once per
@@ -51,11 +52,7 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     todo &= ~price
     size = todo & (col("con_rental_gpus") > 0)
     if size.any():
-        largest = col("n_gpus")[size] - col("con_rental_gpus")[size]
-        out[size] = join_text(["rental: ", number_text(col("n_gpus")[size], ".0f"), " GPUs, above the largest ",
-                               _labels("instance", col("instance")[size]), " cluster advertised at ",
-                               _labels("pricing", col("pricing")[size]), " (", number_text(largest, ".0f"), ")"],
-                              int(size.sum()))
+        out[size] = _rental_reasons(col, size)
     todo &= ~size
     lost = todo & (col(LOST_RULE) > 0)
     if lost.any():
@@ -83,6 +80,24 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     todo &= ~spot
     out[todo] = "model: a metric is not a number (an override out of range?)"
     return out
+
+
+def _rental_reasons(col, rows: np.ndarray) -> np.ndarray:
+    """'rental: 4096 GPUs, above the largest aws-p5.48xlarge cluster advertised at spot (2048)'; for an
+    instance whose provider publishes no cluster fabric, held to one instance (instances.yaml ``one_instance``):
+    'rental: 16 GPUs, no published cluster fabric for lambda-8x-h100: at most 8 GPUs (one instance)'."""
+    from objectives.catalog.instances import instances
+
+    n, codes = int(rows.sum()), col("instance")[rows]
+    largest = col("n_gpus")[rows] - col("con_rental_gpus")[rows]
+    alone = np.array([False, *(e["one_instance"] for e in instances().values())])
+    alone = alone[np.where(np.isnan(codes), 0, codes).astype(np.intp)] & (largest == col("instance_gpus")[rows])
+    name, gpus = _labels("instance", codes), number_text(col("n_gpus")[rows], ".0f")
+    advertised = join_text(["rental: ", gpus, " GPUs, above the largest ", name, " cluster advertised at ",
+                            _labels("pricing", col("pricing")[rows]), " (", number_text(largest, ".0f"), ")"], n)
+    one = join_text(["rental: ", gpus, " GPUs, no published cluster fabric for ", name, ": at most ",
+                     number_text(largest, ".0f"), " GPUs (one instance)"], n)
+    return np.where(alone, one, advertised)
 
 
 def _spot_reasons(col, rows: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@ A design with ``cost_mode: cloud`` pays ``cloud_usd_per_gpu_hr``: a renting row'
 an on-demand price and no reservation, GCP's A4 none at all). Such a row is infeasible, ``con_price`` 1
 ("price: no published ..."), and its costs are NaN: no number the sources do not give. ``con_rental_gpus``:
 its GPUs beyond the largest cluster the provider advertises at that pricing (``rental_max_gpus``: AWS
-Capacity Blocks hold at most 256 instances, C03; inf where none is stated). ``feasible`` is the mapping's
+Capacity Blocks hold at most 256 instances, C03; one instance where the provider publishes no cluster
+fabric, Lambda's; inf where none is stated). ``feasible`` is the mapping's
 (objectives.steptime) and both of these: the mapping search ranks a design's mappings on the training
 model alone, and this module runs on its winner.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -13,6 +14,7 @@ import dse
 import objectives
 from dse.cli import main
 from objectives import catalog
+from objectives.table import CATEGORIES
 
 
 def test_catalog_gpus_lists_every_gpu_with_its_numbers(capsys):
@@ -57,7 +59,7 @@ def test_catalog_networks_and_storage(what, first, capsys):
 
 def test_catalog_instances_and_metrics(capsys):
     assert main(["catalog", "instances"]) == 0
-    out = capsys.readouterr().out
+    out, terms = capsys.readouterr().out.split("\n\n")
     rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[3:]}
     assert sorted(rows) == sorted(catalog.instances())
     # p5en (cloud-instances.csv): 8 H200, EFA at 3,200 Gbit/s per instance, $7.912 on demand, $2.975 3-year
@@ -66,12 +68,35 @@ def test_catalog_instances_and_metrics(capsys):
     # Capacity Block is not preempted, CoreWeave's spot is, once per 5.76 node-hours (instances.yaml, X21 X22)
     assert rows["aws-p5.48xlarge"][-3:] == ["–", "2,048", "–"]
     assert rows["coreweave-hgx-h100"][-1] == "5.76"
+    _prices_have_their_kind_and_date(terms)
     assert main(["catalog", "metrics"]) == 0
     out = capsys.readouterr().out
     rows = {ln.split()[0]: ln for ln in out.splitlines()[3:]}
     assert set(rows) == set(objectives.METRICS)
     assert re.match(r"time_to_train_days\s+days\s+\S", rows["time_to_train_days"])
     assert re.match(r"power_mw\s+MW\s+average facility power at training load", rows["power_mw"])
+
+
+def _prices_have_their_kind_and_date(text: str) -> None:
+    """Below the instances, one line per published price: its kind and the date its source was read
+    (instances.yaml price_kind, prices_read, from cloud-instances.csv's price_region_and_date)."""
+    lines = text.splitlines()
+    assert lines[0] == ("40 published instance prices, each with its kind (list, spot, capacity_block, "
+                        "market_estimate) and the date its source was read:")
+    assert lines[1].split() == ["instance", "pricing", "kind", "read", "$/GPU-h"]
+    rows = {tuple(ln.split()[:2]): ln.split()[2:] for ln in lines[3:-1]}
+    published = {(i, p) for i, e in catalog.instances().items() for j, p in enumerate(CATEGORIES["pricing"])
+                 if np.isfinite(e["prices"][j])}
+    assert set(rows) == published and len(rows) == 40
+    # p5: on demand from the 2026-01-21 vantage data (C01), $55.04 / 8; its Capacity Block "valid to 2025-01-01"
+    # (C02) is no read date; p5en's 3-year from the 2026-10-03 Savings Plans price file (C08)
+    assert rows[("aws-p5.48xlarge", "on_demand")] == ["list", "2026-01-21", "6.88"]
+    assert rows[("aws-p5.48xlarge", "spot")] == ["capacity_block", "date", "not", "stated", "4.92"]
+    assert rows[("aws-p5en.48xlarge", "reserved_3y")] == ["list", "2026-10-03", "2.98"]
+    assert rows[("coreweave-hgx-h100", "spot")] == ["spot", "2026-09-20", "2.46"]  # page read 2026-09-20 (C23)
+    assert rows[("oci-bm.gpu.h200.8", "reserved_3y")] == ["market_estimate", "date", "not", "stated", "5"]  # Economize
+    assert rows[("gcp-a3-megagpu-8g", "on_demand")][:4] == ["list", "date", "not", "stated"]  # catalog snapshot (2025)
+    assert lines[-1] == "gpus.yaml's cloud $/GPU-h (a cloud design naming no instance): market_estimate, date not stated"
 
 
 def test_catalog_without_an_argument_names_every_catalog(capsys):

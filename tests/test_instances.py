@@ -3,7 +3,9 @@ the catalog's numbers are the source table's, a missing price is an infeasible r
 never gives a shorter step."""
 
 import csv
+import importlib.util
 import itertools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +17,10 @@ from dse.cli import main
 from dse.errors import UserError
 from dse.spec import parse_spec
 from objectives import catalog
+from objectives.catalog.instances import PRICE_KINDS
 from objectives.table import CATEGORIES
 
+ROOT = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).parent / "data" / "cloud-instances.csv"  # verbatim copy of shared/data/cloud-instances.csv
 PROVIDERS = {"AWS": "aws", "GCP": "gcp", "Azure": "azure", "OCI": "oci", "CoreWeave": "coreweave", "Lambda": "lambda"}
 PRICE_COLUMNS = {"on_demand": "on_demand_usd_per_gpu_hr", "reserved_1y": "reserved_1y_usd_per_gpu_hr",
@@ -65,6 +69,39 @@ def test_the_catalog_holds_the_source_tables_numbers():
         for k, kind in enumerate(CATEGORIES["pricing"]):
             np.testing.assert_equal(entry["prices"][k], _cell(row[PRICE_COLUMNS[kind]]), err_msg=f"{iid} {kind}")
     assert rows["gcp-a3-highgpu-8g"]["scaleout_gbit_per_s_per_instance"] == "1000"
+
+
+def test_every_published_price_has_its_kind_and_the_date_it_was_read():
+    """price_kind: list for on-demand and commitment prices, the instance's spot_kind for its spot column, a
+    market estimate where the figure is a third party's (OCI H200's 3-year, Economize via C08); prices_read:
+    the ISO date prices_source gives that price, None ('date not stated') for a snapshot dated by year or AWS
+    Capacity Block rates 'valid to 2025-01-01'. An unpublished price has neither."""
+    kinds = set(catalog.instances()["aws-p5.48xlarge"]["price_kind"].values()) - {None}
+    assert kinds == {"list", "capacity_block"}
+    for iid, e in catalog.instances().items():
+        for j, pricing in enumerate(CATEGORIES["pricing"]):
+            kind, read = e["price_kind"][pricing], e["prices_read"][pricing]
+            if np.isnan(e["prices"][j]):
+                assert kind is None and read is None, (iid, pricing)
+                continue
+            assert kind in PRICE_KINDS, (iid, pricing)
+            if (iid, pricing) != ("oci-bm.gpu.h200.8", "reserved_3y"):
+                assert kind == ("list" if pricing != "spot" else e["spot_kind"]), (iid, pricing)
+            assert read is None or (re.fullmatch(r"\d{4}-\d{2}-\d{2}", read) and read in e["prices_source"]), iid
+    dated = {iid: e["prices_read"]["on_demand"] for iid, e in catalog.instances().items()}
+    assert dated["aws-p5.48xlarge"] == "2026-01-21" and dated["lambda-8x-h100"] == "2026-09-20"
+    assert dated["gcp-a3-megagpu-8g"] is None  # "us-east4, catalog snapshot (2025) (C11)"
+    assert catalog.instances()["aws-p5.48xlarge"]["prices_read"]["spot"] is None  # "rates valid to 2025-01-01"
+    assert catalog.instances()["oci-bm.gpu.h200.8"]["price_kind"]["reserved_3y"] == "market_estimate"
+
+
+def test_the_builder_makes_the_catalog_from_the_source_table():
+    """instances.yaml is tools/build_instances.py's output from the table (the verbatim copy here), byte for byte."""
+    spec = importlib.util.spec_from_file_location("build_instances", ROOT / "tools" / "build_instances.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    path = ROOT / "objectives" / "catalog" / "instances.yaml"
+    assert builder.build(SOURCE.parent, path) == path.read_text()
 
 
 def test_a_renting_row_gets_its_instances_columns_and_price():
@@ -152,6 +189,30 @@ def test_a_rental_larger_than_the_advertised_cluster_is_infeasible():
     assert list(out["feasible"]) == [True, False, True]
     assert out["infeasible_reason"][1] == \
         "rental: 4096 GPUs, above the largest aws-p5.48xlarge cluster advertised at spot (2048)"
+
+
+def test_an_instance_without_a_published_cluster_fabric_rents_one_instance():
+    """Lambda's rows (C24) give no scale-out fabric, line rate or cluster: a lambda-8x-h100 rental is one
+    instance, 8 GPUs, at most (instances.yaml max_cluster_gpus, one_instance), not a 16-GPU InfiniBand cluster;
+    AWS p5 documents its fabric (EFA) and no on-demand limit, so 1,024 on-demand GPUs (128 instances) rent."""
+    entries = catalog.instances()
+    assert [i for i, e in entries.items() if e["one_instance"]] == ["lambda-8x-h100", "lambda-8x-b200",
+                                                                    "lambda-8x-a100-80gb"]
+    assert list(entries["lambda-8x-h100"]["max_gpus"]) == [8.0] * 4
+    out = objectives.search_mapping(dict(
+        model="llama3-8b", n_gpus=np.array([16.0, 8.0, 1024.0]), global_batch=1024, seq_len=8192, train_tokens=1e11,
+        instance=np.array(["lambda-8x-h100", "lambda-8x-h100", "aws-p5.48xlarge"], dtype=object), pricing="on_demand"))
+    assert list(out["feasible"]) == [False, True, True]
+    assert list(out["rental_max_gpus"]) == [8.0, 8.0, np.inf]
+    assert list(out["con_rental_gpus"][:2]) == [8.0, 0.0]  # 16 - 8, 8 - 8
+    assert out["infeasible_reason"][0] == \
+        "rental: 16 GPUs, no published cluster fabric for lambda-8x-h100: at most 8 GPUs (one instance)"
+    assert list(out["infeasible_reason"][1:]) == ["", ""]
+    # a table's own rental_max_gpus is a what-if (a cluster the source does not show): the general reason
+    what_if = objectives.search_mapping(dict(model="llama3-8b", n_gpus=32.0, global_batch=64, seq_len=8192,
+                                             train_tokens=1e11, instance="lambda-8x-h100", rental_max_gpus=16.0))
+    assert what_if["infeasible_reason"][0] == \
+        "rental: 32 GPUs, above the largest lambda-8x-h100 cluster advertised at on_demand (16)"
 
 
 def _topology_slower(a: int, b: int, out) -> bool:

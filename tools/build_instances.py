@@ -4,8 +4,10 @@
 Reads  <data>/cloud-instances.csv  (default data dir: /work/shared/data; a verbatim copy is kept as
 tests/data/cloud-instances.csv, which tests/test_instances.py checks the catalog against) and writes one
 catalog entry per rentable instance: its GPU (a gpus.yaml id) and count, NVLink domain, scale-out line
-rate per GPU, fabric kind, topology, largest cluster advertised and every published price with its
-source and date. What the table leaves blank stays blank (null): no price, rate or fabric is filled in.
+rate per GPU, fabric kind, topology, largest cluster advertised (one instance where the table publishes
+no cluster fabric: no fabric, line rate or topology; :func:`one_instance`) and every published price with
+its source, its kind and the date it was read (:func:`price_terms`). What the table leaves blank stays
+blank (null): no price, rate or fabric is filled in.
 
     python tools/build_instances.py [DATA_DIR] [--out objectives/catalog/instances.yaml]
 
@@ -27,6 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = Path("/work/shared/data")
 DEFAULT_OUT = REPO / "objectives" / "catalog" / "instances.yaml"
 
+#: the note on an instance whose provider publishes no cluster fabric (:func:`one_instance`)
+ONE_INSTANCE_NOTE = ("No scale-out fabric, line rate or cluster in the source: rents at most one instance, its GPUs "
+                     "on one NVLink domain")
 #: (provider, instance) -> (id, fabric kind or None, stand-in network or None, spot kind or None,
 #: most GPUs of the spot kind (capacity blocks) or None, a note on the choice)
 CHOICES = {
@@ -71,12 +76,9 @@ CHOICES = {
     ("CoreWeave", "HGX H200 (8x)"): ("coreweave-hgx-h200", "infiniband", "ib-ndr-400", "spot", None, ""),
     ("CoreWeave", "HGX B200 (8x)"): ("coreweave-hgx-b200", "infiniband", "ib-ndr-400", "spot", None, ""),
     ("CoreWeave", "GB200 NVL72 (4-GPU node)"): ("coreweave-gb200-nvl72", "infiniband", "ib-ndr-400", None, None, ""),
-    ("Lambda", "8x NVIDIA H100 SXM"): ("lambda-8x-h100", None, None, None, None,
-                                       "no fabric in the source: the GPU's natural InfiniBand stands in"),
-    ("Lambda", "8x NVIDIA B200 SXM6"): ("lambda-8x-b200", None, None, None, None,
-                                        "no fabric in the source: the GPU's natural InfiniBand stands in"),
-    ("Lambda", "8x NVIDIA A100 SXM 80 GB"): ("lambda-8x-a100-80gb", None, None, None, None,
-                                             "no fabric in the source: the GPU's natural InfiniBand stands in"),
+    ("Lambda", "8x NVIDIA H100 SXM"): ("lambda-8x-h100", None, None, None, None, ONE_INSTANCE_NOTE),
+    ("Lambda", "8x NVIDIA B200 SXM6"): ("lambda-8x-b200", None, None, None, None, ONE_INSTANCE_NOTE),
+    ("Lambda", "8x NVIDIA A100 SXM 80 GB"): ("lambda-8x-a100-80gb", None, None, None, None, ONE_INSTANCE_NOTE),
 }
 #: rows of the table that are no instance one can price: why
 LEFT_OUT = {("NVIDIA", "DGX Cloud (DGX Cloud Create)"): "no GPU type and no published price (C25)"}
@@ -87,11 +89,55 @@ MAX_CLUSTER = {
     "azure-nd-gb200-v6": (100000, "C15: InfiniBand to up to 100,000 GPUs"),
     "azure-nd-gb300-v6": (100000, "C16: InfiniBand to up to 100,000 GPUs (first cluster 4,608 GPUs, C34)"),
 }
+#: a published price that is a third-party market figure, not the provider's: (id, pricing) -> why
+MARKET_PRICES = {("oci-bm.gpu.h200.8", "reserved_3y"): "C08 quotes Economize, a third-party price tracker"}
+#: pricing -> the table's price column; the words that name it in price_region_and_date's "label: ..." parts
+PRICE_COLUMNS = {"on_demand": "on_demand_usd_per_gpu_hr", "reserved_1y": "reserved_1y_usd_per_gpu_hr",
+                 "reserved_3y": "reserved_3y_usd_per_gpu_hr", "spot": "spot_or_capacity_block_usd_per_gpu_hr"}
+PRICE_LABELS = {"on_demand": ("on-demand", "list"), "reserved_1y": ("1y",), "reserved_3y": ("3y",),
+                "spot": ("capacity block", "spot")}
 PROVIDER_IDS = {"AWS": "aws", "GCP": "gcp", "Azure": "azure", "OCI": "oci", "CoreWeave": "coreweave", "Lambda": "lambda"}
 
 def c_keys(text: str) -> str:
     """The table's source keys S01-S38 as C01-C38 (SOURCES.md), apart from the hardware catalog's S-keys."""
     return re.sub(r"\bS(\d\d)\b", r"C\1", text)
+
+
+def one_instance(row: dict) -> bool:
+    """The table publishes no cluster fabric for the instance: no scale-out fabric, no line rate and no topology
+    or cluster (Lambda's rows). It rents at most one instance's GPUs unless MAX_CLUSTER gives a documented cluster."""
+    return not any(row[k].strip() for k in ("fabric", "scaleout_gbit_per_s_per_instance", "topology_notes"))
+
+
+def price_terms(row: dict, iid: str, spot_kind: str | None) -> dict[str, tuple[str, str | None]]:
+    """Pricing -> (kind, the date its source was read or None: not stated) for each published price.
+
+    The kind: ``list`` (the provider's on-demand or commitment price), ``spot`` or ``capacity_block`` (its
+    published spot or Capacity Block price), ``market_estimate`` (MARKET_PRICES). The date: the ISO date of
+    the part of ``price_region_and_date`` that names the pricing ("on-demand and 1y RI: us-east-1,
+    2026-01-21"; a part naming none covers the rest); "rates valid to 2025-01-01" is no read date, a year
+    alone ("catalog snapshot (2025)") no date either."""
+    parts = [p.strip() for p in row["price_region_and_date"].split(";")]
+    by_pricing: dict[str, str] = {}
+    unlabeled = []
+    for part in parts:
+        label, colon, _ = part.partition(":")
+        named = [p for p, words in PRICE_LABELS.items() if colon and any(w in label.lower() for w in words)]
+        if named:
+            by_pricing.update(dict.fromkeys(named, part))
+        elif not part.lower().startswith("no "):  # "no on-demand price in S01": no price, no date
+            unlabeled.append(part)
+    out = {}
+    for pricing, col in PRICE_COLUMNS.items():
+        if _num(row[col]) is None:
+            continue
+        part = by_pricing.get(pricing, unlabeled[0] if len(unlabeled) == 1 else None)
+        if part is None:
+            raise SystemExit(f"{iid}: no part of price_region_and_date names its {pricing} price: {parts}")
+        dates = re.findall(r"(?<!valid to )\b(\d{4}-\d{2}-\d{2})\b", part)
+        kind = "list" if pricing != "spot" else spot_kind
+        out[pricing] = ("market_estimate" if (iid, pricing) in MARKET_PRICES else kind, dates[0] if dates else None)
+    return out
 
 
 def _num(cell: str):
@@ -116,6 +162,9 @@ def entry(row: dict) -> list[str]:
     rate_src = f"{src}: {c_keys(row['scaleout_gbit_per_s_per_instance'] or '?')} Gbit/s per instance / {row['gpus_per_instance']} GPUs"
     if iid == "gcp-a3-highgpu-8g":
         rate, rate_src = 1000.0 / 8, c_keys(note)
+    elif rate is None and one_instance(row):
+        rate_src = (f"not found ({src}): the GPU system's NIC (gpus.yaml) stands in, used only by a what-if "
+                    "beyond one instance (max_cluster_gpus)")
     elif rate is None:
         rate_src = f"not found ({src}): the GPU system's NIC (gpus.yaml) stands in"
     lines = [f"  {iid}:",
@@ -133,12 +182,21 @@ def entry(row: dict) -> list[str]:
     if iid in MAX_CLUSTER:
         gpus, why = MAX_CLUSTER[iid]
         lines.append(f"    max_cluster_gpus: {_field(gpus, why, conf)}")
+    elif one_instance(row):  # no cluster fabric published: one instance, not an InfiniBand cluster of any size
+        gpus = int(row["gpus_per_instance"])
+        why = f"no published cluster fabric ({src} gives no scale-out fabric, line rate or cluster): one instance"
+        lines.append(f"    max_cluster_gpus: {{value: {gpus}, one_instance: true, source: {_q(why)}, confidence: {conf}}}")
     lines.append(f"    prices_source: {_q(where)}")
     lines.append("    prices:  # USD per GPU-hour; null: not published")
-    for kind, col in (("on_demand", "on_demand_usd_per_gpu_hr"), ("reserved_1y", "reserved_1y_usd_per_gpu_hr"),
-                      ("reserved_3y", "reserved_3y_usd_per_gpu_hr"), ("spot", "spot_or_capacity_block_usd_per_gpu_hr")):
+    for kind, col in PRICE_COLUMNS.items():
         value = _num(row[col])
         lines.append(f"      {kind}: {'null' if value is None else f'{value:g}'}")
+    terms = price_terms(row, iid, spot_kind)
+    lines.append(f"    price_kind: {{{', '.join(f'{p}: {k}' for p, (k, _) in terms.items())}}}")
+    lines.append(f"    prices_read: {{{', '.join(f'{p}: ' + (_q(d) if d else 'null') for p, (_, d) in terms.items())}}}")
+    for pricing, why in MARKET_PRICES.items():
+        if pricing[0] == iid:
+            lines.append(f"    market_estimate_source: {_q(why)}")
     if _num(row["spot_or_capacity_block_usd_per_gpu_hr"]) is not None:
         lines.append(f"    spot_kind: {spot_kind}")
         if spot_max:

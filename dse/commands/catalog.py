@@ -19,7 +19,8 @@ KEY_FIELDS: dict[str, list[tuple[str, str]]] = {
     "gpus": [("gpu_bf16_tflop_s", "bf16 TFLOP/s"), ("gpu_fp8_tflop_s", "fp8 TFLOP/s"),
              ("gpu_fp4_tflop_s", "fp4 TFLOP/s"), ("gpu_hbm_gb", "HBM GB"), ("gpu_hbm_tbyte_s", "HBM TB/s"),
              ("scaleup_size", "NVLink domain GPUs"), ("scaleup_gbyte_s", "NVLink GB/s"), ("nic_gbyte_s", "NIC GB/s"),
-             ("gpu_tdp_w", "TDP W"), ("server_usd_per_gpu", "server $/GPU"), ("cloud_usd_per_gpu_hr", "cloud $/GPU-h")],
+             ("gpu_tdp_w", "TDP W"), ("server_usd_per_gpu", "server $/GPU"),
+             ("cloud_usd_per_gpu_hr", "cloud $/GPU-h (market est.)")],
     "models": [("n_params", "params B"), ("n_params_active", "active B"), ("n_layers", "layers"),
                ("d_model", "d_model"), ("n_heads", "heads"), ("n_kv_heads", "kv heads"), ("d_ff", "d_ff"),
                ("moe_experts", "experts"), ("moe_topk", "top-k"), ("vocab_size", "vocab"), ("seq_len", "seq tokens")],
@@ -149,8 +150,25 @@ def catalog_text(what: str) -> str:
     rows = [[i] + [_cell(f, e.get(f, float("nan"))) for f, _ in fields] for i, e in entries.items()]
     head = {"gpus": "GPU systems", "models": "models", "networks": "scale-out fabrics", "storage": "storage systems",
             "instances": "cloud instances"}[what]
-    return f"{len(rows)} {head} (objectives/catalog/{what}.yaml):\n" + _table([what[:-1] if what.endswith("s") else what]
+    text = f"{len(rows)} {head} (objectives/catalog/{what}.yaml):\n" + _table([what[:-1] if what.endswith("s") else what]
                                                                              + [h for _, h in fields], rows)
+    return text + "\n\n" + _price_terms() if what == "instances" else text
+
+
+def _price_terms() -> str:
+    """Each published instance price with its kind and the date its source was read (instances.yaml
+    ``price_kind``, ``prices_read``), and what gpus.yaml's cloud prices are."""
+    from objectives.catalog.instances import GPU_CLOUD_PRICE, PRICE_KINDS, PRICINGS, instances
+
+    rows = [[iid, p, e["price_kind"][p] or "not stated", e["prices_read"][p] or "date not stated",
+             _cell("usd", e["prices"][j])]
+            for iid, e in sorted(instances().items()) for j, p in enumerate(PRICINGS) if e["prices"][j] == e["prices"][j]]
+    gpu = GPU_CLOUD_PRICE
+    return (f"{len(rows)} published instance prices, each with its kind ({', '.join(PRICE_KINDS)}) and the "
+            f"date its source was read:\n"
+            + _table(["instance", "pricing", "kind", "read", "$/GPU-h"], rows, left=4)
+            + f"\ngpus.yaml's cloud $/GPU-h (a cloud design naming no instance): {gpu['kind']}, "
+              f"{gpu['read'] or 'date not stated'}")
 
 
 def run(args: argparse.Namespace) -> int:

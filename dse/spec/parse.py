@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.errors import UserError, did_you_mean
-from dse.spec.calibration import parse_calibration
+from dse.spec.prices import side_files
 from dse.spec.schema import (
     DEFAULT_SEARCH,
     RANGE_KEYS,
@@ -158,7 +158,7 @@ def parse_spec(
     objectives = _parse_objectives(ck, top["objectives"])
     constraints = _parse_constraints(ck, top.get("constraints", []))
     search = _parse_search(ck, top.get("search", {}))
-    calibration, calibration_sha256 = parse_calibration(ck, top.get("calibration"))
+    files = side_files(ck, top)  # calibration:, prices:
 
     given = set(workload) | {d.name for d in dimensions} | {k for k, v in mapping.items() if len(v) == 1}
     if "gpu" not in given and _rents_only(workload, dimensions):  # every design rents: its instance names the GPU
@@ -185,8 +185,7 @@ def parse_spec(
         constraints=tuple(constraints),
         search=search,
         description=description.strip(),
-        calibration=calibration,
-        calibration_sha256=calibration_sha256,
+        **files,
         raw=top,
         text=text,
     )

@@ -17,7 +17,8 @@ __all__ = ["Dimension", "Objective", "Constraint", "SearchSettings", "Spec", "SA
 
 SAMPLERS = ("nsga2", "tpe", "random", "grid")
 SCALES = ("linear", "log", "pow2")
-TOP_KEYS = ("name", "description", "workload", "cluster", "mapping", "objectives", "constraints", "search", "calibration")
+TOP_KEYS = ("name", "description", "workload", "cluster", "mapping", "objectives", "constraints", "search", "calibration",
+            "prices")
 SEARCH_KEYS = ("sampler", "trials", "batch_size", "seed")
 RANGE_KEYS = ("min", "max", "scale", "step", "type")
 DEFAULT_SEARCH = {"sampler": "nsga2", "trials": 2048, "batch_size": 512, "seed": 0}
@@ -102,6 +103,11 @@ class Spec:
     #: (the space gives it relative to the space file), and its sha256; "" for the shipped calibration
     calibration: str = ""
     calibration_sha256: str = ""
+    #: a price file (dse.spec.prices) overriding the catalog's prices, as a path from the working directory, its
+    #: sha256 and its prices ({"instances": {id: {pricing: USD}}, "gpus": {id: USD}}); "" and {} for none
+    prices: str = ""
+    prices_sha256: str = ""
+    price_overrides: Mapping[str, Any] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
     text: str = field(default="", compare=False)
 
@@ -119,6 +125,9 @@ class Spec:
         }
         if self.calibration:  # (absent otherwise, so that a space without one keeps its hash)
             out["calibration"] = {"path": self.calibration, "sha256": self.calibration_sha256}
+        if self.prices:  # (likewise)
+            out["prices"] = {"path": self.prices, "sha256": self.prices_sha256,
+                             "usd_per_gpu_hr": json.loads(json.dumps(self.price_overrides))}
         return out
 
     @property

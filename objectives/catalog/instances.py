@@ -14,9 +14,12 @@ storage.yaml's price), and ``cloud_usd_per_gpu_hr`` at the row's ``pricing`` (``
 does not have stays NaN: the row is infeasible with the reason "no published price" (objectives.rental),
 never priced by a number the source does not give. ``rental_max_gpus``: the largest cluster the provider
 advertises at that pricing (AWS Capacity Blocks: 256 instances; OCI and Azure zettascale fabrics), inf
-where none is stated. ``preemptible``: 1 where the row's capacity can be reclaimed, ``pricing: spot`` on an
-instance whose ``spot_kind`` is ``spot`` (GCP, Azure, CoreWeave; an AWS Capacity Block is reserved, 0), with
-its provider's preemption figures (:data:`SPOT_FIELDS`, instances.yaml ``providers``; objectives.reliability).
+where none is stated; one instance's GPUs where the source publishes no cluster fabric at all (Lambda:
+``one_instance``; objectives.reasons says so). ``preemptible``: 1 where the row's capacity can be reclaimed,
+``pricing: spot`` on an instance whose ``spot_kind`` is ``spot`` (GCP, Azure, CoreWeave; an AWS Capacity
+Block is reserved, 0), with its provider's preemption figures (:data:`SPOT_FIELDS`, instances.yaml
+``providers``; objectives.reliability). Each published price has its kind (:data:`PRICE_KINDS`) and the date
+its source was read (``prices_read``; None: not stated); gpus.yaml's are market estimates (:data:`GPU_CLOUD_PRICE`).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import yaml
 
 from objectives.table import CATEGORIES, Columns, InputError, encode, is_constant
 
-__all__ = ["INSTANCE_FIELDS", "SPOT_FIELDS", "PRICINGS", "instances", "fabrics", "providers", "instance_ids",
-           "provider_labels", "label_instances", "instance_columns"]
+__all__ = ["INSTANCE_FIELDS", "SPOT_FIELDS", "PRICINGS", "PRICE_KINDS", "GPU_CLOUD_PRICE", "instances", "fabrics",
+           "providers", "instance_ids", "provider_labels", "label_instances", "instance_columns"]
 
 HERE = Path(__file__).parent
 #: the numeric columns an instance sets (a table's own value wins)
@@ -41,6 +44,14 @@ INSTANCE_FIELDS = ("scaleup_size", "nic_gbyte_s", "net_eff_rel", "net_transport_
 SPOT_FIELDS = tuple(f"{name}{end}" for name in ("spot_preempt_mtbi_h_per_node", "spot_reacquire_s")
                     for end in ("", "_lo", "_hi"))
 PRICINGS = CATEGORIES["pricing"]
+#: what a catalog price is (instances.yaml ``price_kind``)
+PRICE_KINDS = {"list": "the provider's published on-demand or commitment (reserved, savings plan) price",
+               "spot": "the provider's published spot or preemptible price",
+               "capacity_block": "the provider's published Capacity Block price (reserved ahead, not preempted)",
+               "market_estimate": "a third-party market figure or an estimate, not the provider's price"}
+#: gpus.yaml's ``cloud_usd_per_gpu_hr`` (a cloud row naming no instance): market figures of specialty clouds
+#: and estimates from them, dated by month or year in their sources at best
+GPU_CLOUD_PRICE = {"kind": "market_estimate", "read": None}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -83,8 +94,10 @@ def providers() -> dict[str, dict]:
 def instances() -> dict[str, dict]:
     """Instance id -> {gpu, network, provider, fabric, every field of INSTANCE_FIELDS and SPOT_FIELDS, prices:
     per pricing (NaN: not published), max_gpus: per pricing (inf: none stated), preemptible: per pricing (1:
-    its spot is reclaimable), and the entry's text: name, fabric_name, topology, prices_source, spot_kind,
-    confidence}, in the catalog's order."""
+    its spot is reclaimable), one_instance (no cluster fabric published: max_gpus is one instance's),
+    price_kind and prices_read: pricing -> a PRICE_KINDS key and an ISO date (None: not published, or no date
+    stated), and the entry's text: name, fabric_name, topology, prices_source, spot_kind, confidence}, in the
+    catalog's order."""
     out = {}
     for iid, spec in _raw()["instances"].items():
         fabric = fabrics().get(spec["fabric"], dict.fromkeys(("net_eff_rel", "net_transport_latency_s"), np.nan))
@@ -92,6 +105,7 @@ def instances() -> dict[str, dict]:
         largest = _value(spec.get("max_cluster_gpus"))
         largest = np.inf if np.isnan(largest) else largest
         spot_max = _value(spec.get("spot_max_gpus"))
+        kinds, read = spec.get("price_kind") or {}, spec.get("prices_read") or {}
         row = {
             "gpu": spec["gpu"], "network": spec["network"], "provider": spec["provider"], "fabric": spec["fabric"],
             **{k: spec.get(k) for k in ("name", "fabric_name", "topology", "prices_source", "spot_kind", "confidence")},
@@ -105,6 +119,9 @@ def instances() -> dict[str, dict]:
             "max_gpus": np.array([min(largest, spot_max) if p == "spot" and not np.isnan(spot_max) else largest
                                   for p in PRICINGS]),
             "preemptible": np.array([float(p == "spot" and spec.get("spot_kind") == "spot") for p in PRICINGS]),
+            "one_instance": bool((spec.get("max_cluster_gpus") or {}).get("one_instance", False)),
+            "price_kind": {p: kinds.get(p) for p in PRICINGS},
+            "prices_read": {p: None if read.get(p) is None else str(read[p]) for p in PRICINGS},
         }
         out[iid] = row
     return out
@@ -170,7 +187,7 @@ def label_instances(user: Columns) -> Columns:
         lut = np.array([None if e is None else e[key] for e in entries], dtype=object)
         given = np.broadcast_to(np.asarray(user[name], dtype=object), (n,)) if name in user else np.full(n, None, dtype=object)
         out[name] = np.where(rented, _take(lut, codes), given)
-    if "cost_mode" in user and user["cost_mode"].dtype.kind in "iuf":
+    if "cost_mode" in user and np.asarray(user["cost_mode"]).dtype.kind in "iuf":
         out["cost_mode"] = np.where(rented, 1.0, user["cost_mode"])
     else:
         given = np.broadcast_to(np.asarray(user["cost_mode"], dtype=object), (n,)) if "cost_mode" in user \
