@@ -11,7 +11,9 @@ positive violation, never an error.
 The scoring function (:data:`ScoreFn`) is the model: by default each design's best feasible mapping from
 ``objectives.search_mapping`` over the space's mapping choices (:func:`default_scorer`), or for a serving
 space (input_len and output_len given) from ``objectives.search_serving``. A bad input the
-model rejects becomes one line naming the space file's key (:func:`model_errors`).
+model rejects becomes one line naming the space file's key (:func:`model_errors`), and so does a serving
+space none of whose designs can run, every engine it names on GPUs it does not support
+(:func:`check_engines`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dse.space import Space
 from dse.spec import Spec
 
 __all__ = ["Problem", "Outcome", "ScoreFn", "MODEL_CONSTRAINT", "score_with_mapping_search", "score_serving",
-           "is_serving_space", "default_scorer", "calibration_of", "model_errors"]
+           "is_serving_space", "check_engines", "default_scorer", "calibration_of", "model_errors"]
 
 #: a scoring function: design table -> result table (one row per input row)
 ScoreFn = Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
@@ -71,6 +73,43 @@ def is_serving_space(space: Space) -> bool:
     """A space whose designs are serving deployments: it gives input_len and output_len (docs/serving.md)."""
     given = set(space.spec.workload) | {d.name for d in space.spec.dimensions}
     return {"input_len", "output_len"} <= given
+
+
+def check_engines(spec: Spec) -> None:
+    """A UserError for a serving space in which no engine it names runs on any GPU its designs have (a
+    rented design's GPU is its instance's): TensorRT-LLM on AMD GPUs (objectives.serving.engines.ENGINE_VENDORS),
+    naming the engines, the GPUs and the engines that run on them. A space that also pairs them otherwise
+    keeps those designs: the others are infeasible (``con_engine_vendor``)."""
+    from objectives.catalog import instances
+    from objectives.serving.engines import ENGINES, engine_gpu_text, engines_for, gpu_vendors
+
+    def values(column: str) -> tuple[list, str]:
+        if column in spec.workload:
+            return [spec.workload[column]], f"workload.{column}"
+        dim = next((d for d in spec.dimensions if d.name == column), None)
+        return (list(dim.values), f"cluster.{column}") if dim is not None else ([], f"workload.{column}")
+
+    engines, key = values("engine")
+    default = not engines  # none given: the model's default engine (objectives/serving/prepare.py, code 0)
+    engines = engines or [ENGINES[0]]
+    rented = [i for i in values("instance")[0] if i != "owned"]
+    gpus = [instances()[i]["gpu"] for i in rented if i in instances()]
+    if len(rented) < len(values("instance")[0]) or not rented:  # owned designs: the space's own GPUs
+        gpus += values("gpu")[0]
+    gpus = list(dict.fromkeys(gpus))
+    if not gpus or any(e in engines_for(g) for e in engines for g in gpus):
+        return
+    if len(engines) == 1 and len(gpus) == 1:
+        message = engine_gpu_text(engines[0], gpus[0])
+    else:
+        vendors = ", ".join(dict.fromkeys(gpu_vendors().get(g, "?") for g in gpus))
+        valid = [e for e in ENGINES if any(e in engines_for(g) for g in gpus)]
+        message = (f"engine{'s' if len(engines) > 1 else ''} {', '.join(engines)} run{'' if len(engines) > 1 else 's'} "
+                   f"on none of its GPUs {', '.join(gpus)} ({vendors}): no design of this space can run; engines "
+                   f"for those GPUs: {', '.join(valid) or 'none'}")
+    if default:
+        message += f" (the space gives no engine: {engines[0]} is the default)"
+    raise UserError(message, where=f"{spec.source}: {key}")
 
 
 def default_scorer(space: Space) -> ScoreFn:

@@ -140,4 +140,11 @@ def profile(row: pd.Series) -> list[str]:
     if costs or energy:
         out.append(("the deployment costs " + " and ".join(costs) if costs else "the deployment")
                    + (f"{' and' if costs else ''} uses {number(energy, 3)} J per output token" if energy else ""))
+    idle = _whole(row, "billed_idle_gpus")
+    if idle:  # rented whole instances beyond the deployment's GPUs (objectives/serving/rentals.py)
+        fixed, per = _whole(row, "replicas"), _whole(row, "instance_gpus")
+        why = f"replicas fixed at {fixed}; blank, they fill the instances" if fixed is not None else \
+            f"instances of {number(n)} GPUs do not fill {number(per)}-GPU cloud instances" if n and per else \
+            "whole cloud instances"
+        out.append(f"{number(idle)} of the GPUs its whole cloud instances bill for serve nothing ({why})")
     return out

@@ -15,7 +15,7 @@ import numpy as np
 import yaml
 
 from dse.errors import UserError
-from dse.problem import ScoreFn, model_errors
+from dse.problem import ScoreFn, check_engines, is_serving_space, model_errors
 from dse.space import Space
 from dse.spec import Spec, Vocabulary, parse_spec
 from dse.store import RunStore
@@ -26,8 +26,11 @@ __all__ = ["preflight", "open_run"]
 
 def preflight(spec: Spec, score: ScoreFn, n: int = 8) -> None:
     """Score ``n`` uniformly drawn designs in this process before a run starts, so that a space the model
-    rejects (a fixed column out of range, say) is one line and exit 2 before anything is written."""
+    rejects (a fixed column out of range, say; a serving space whose engines run on none of its GPUs,
+    :func:`dse.problem.check_engines`) is one line and exit 2 before anything is written."""
     space = Space(spec)
+    if is_serving_space(space):
+        check_engines(spec)
     params = uniform_params(space.distributions, n, spec.search.seed)
     with np.errstate(all="ignore"), model_errors(spec):  # the error, if any, is the message, not the arithmetic
         dict(score(space.table(params)))

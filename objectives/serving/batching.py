@@ -27,7 +27,9 @@ The operating point (``concurrency``): given; or, with ``request_rate_per_s`` (o
 ``max_concurrency`` where the rate exceeds what it can serve; or, blank, the largest B up to
 ``max_concurrency`` meeting ``ttft_slo_s`` and ``tpot_slo_s`` (both rise with B), by bisection on log B.
 With a request rate and no replicas, the deployment gets as many instances as the rate needs at that
-largest B.
+largest B. A rented row (``cost_mode`` cloud on an instance of ``instance_gpus``) that does not fix
+``replicas`` then rounds them up to fill the whole instances it pays for (objectives/serving/rentals.py:
+1-GPU instances of the model on an 8-GPU instance, 8 replicas), each taking its share of the rate.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import numpy as np
 from objectives.serving.designs import PerDesign
 from objectives.serving.disaggregated import PREFILL_MAPPING, DisaggregatedPools
 from objectives.serving.memory import ServingMemory
+from objectives.serving.rentals import fill_instances
 from objectives.serving.step import STEP_COLUMNS, StepModel, step_design
 
 __all__ = ["ServingBatching", "operating_point", "BISECTIONS"]
@@ -103,7 +106,7 @@ def _bisect(lo, hi, ok, steps=BISECTIONS):
 class ServingBatching(PerDesign):
     requires = tuple(dict.fromkeys(STEP_COLUMNS + ServingMemory.requires + tuple(PREFILL_MAPPING) + (
         "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
-        "n_gpus", "serving", "kv_bytes_per_token", "attn_dp_balance")))
+        "n_gpus", "serving", "kv_bytes_per_token", "attn_dp_balance", "cost_mode", "instance_gpus")))
     provides = {
         "concurrency": "requests; requests in flight per instance at the operating point",
         "ttft_s": "s; time to first token at steady state (no admission queueing)",
@@ -114,7 +117,8 @@ class ServingBatching(PerDesign):
         "output_tokens_per_s": "tokens/s; output tokens per second of the deployment (replicas instances)",
         "output_tokens_per_s_per_gpu": "tokens/s; output tokens per second per GPU",
         "requests_per_s": "requests/s; requests the deployment completes per second",
-        "replicas_used": "count; instances of the deployment (replicas, or sized from request_rate_per_s)",
+        "replicas_used": "count; instances of the deployment (replicas, or sized from request_rate_per_s; "
+                         "rented without replicas, as many as fill the whole cloud instances it pays for)",
         "step_time_s": "s; mean step of one pipeline stage (decode-only and mixed steps)",
         "step_time_decode_s": "s; a decode-only step",
         "step_time_mixed_s": "s; a step with a prefill chunk",
@@ -173,9 +177,19 @@ class ServingBatching(PerDesign):
         if np.any(searched & (np.isfinite(ttft_slo) | np.isfinite(tpot_slo))):
             best = np.where(meets(cap), cap, np.maximum(np.floor(_bisect(1.0, cap, meets)), 1.0))
         replicas = np.where(replicas_given, c["replicas"], 1.0)
-        if np.any(by_rate & ~replicas_given):  # sized: instances the rate needs at the best concurrency
-            at_best = point(best)["requests_per_s"]
-            replicas = np.where(by_rate & ~replicas_given, np.maximum(np.ceil(rate / at_best), 1.0), replicas)
+        sized = by_rate & ~replicas_given
+        # rented, replicas not given: as many as fill the whole instances paid for (objectives/serving/rentals.py)
+        fill = ~replicas_given & (c["cost_mode"] == 1) & (c["instance_gpus"] > 0)
+        first = None  # the operating point before the rate's share: the best (or given) concurrency
+        if np.any(sized) or (pools is not None and np.any(fill & disaggregated)):
+            first = point(np.where(given, c["concurrency"], best))
+        if np.any(sized):  # sized: instances the rate needs at the best concurrency
+            replicas = np.where(sized, np.maximum(np.ceil(rate / first["requests_per_s"]), 1.0), replicas)
+        if np.any(fill):
+            ratio = first.get("ratio", 0.0) if first is not None else 0.0  # prefill instances per decode instance
+            prefill_gpus = pools.p["n_gpus"] if pools is not None else c["n_gpus"]
+            replicas = np.where(fill, fill_instances(replicas, c["n_gpus"], ratio, prefill_gpus, c["instance_gpus"]),
+                                replicas)
         b = np.where(given, c["concurrency"], best)
         saturated = np.zeros((), dtype=bool)  # one value, broadcast: no row's rate is given
         if np.any(by_rate):

@@ -40,22 +40,29 @@ and ``host_grace_scale`` (that host time on a Grace host over an x86 one), and `
 one expert's routed load, which sets the busiest expert-parallel GPU's load, at most the measured 2.55x).
 No published run measures vLLM or SGLang (objectives/catalog/serving_runs.md): their host factors keep the
 priors below, and what they share with TensorRT-LLM (the GPU's rates) is TensorRT-LLM's fit.
+
+Where each engine runs (:data:`ENGINE_VENDORS`): TensorRT-LLM on NVIDIA GPUs only, vLLM and SGLang on NVIDIA
+and AMD GPUs. A GPU's vendor is the first word of its catalog name (:func:`gpu_vendors`); a row pairing an
+engine with a GPU it does not run on is infeasible (``con_engine_vendor``, objectives/serving/reasons.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import yaml
 
 from objectives.calibration import Calibration
-from objectives.table import CATEGORIES
+from objectives.table import CATEGORIES, factorize, is_constant
 
 __all__ = ["ENGINES", "EngineTraits", "ENGINE_TRAITS", "engine_trait", "ServingCalibration", "SERVING_CALIBRATION_PATH",
-           "SERVING_FITTED", "LAUNCH_S_PER_LAYER"]
+           "SERVING_FITTED", "LAUNCH_S_PER_LAYER", "VENDORS", "ENGINE_VENDORS", "gpu_vendors", "engines_for",
+           "vendor_codes", "engine_runs", "engine_gpu_text"]
 
 ENGINES = CATEGORIES["engine"]
 SERVING_CALIBRATION_PATH = Path(__file__).resolve().parent.parent / "serving_calibration.json"
@@ -87,6 +94,67 @@ ENGINE_TRAITS: dict[str, EngineTraits] = {
     "trtllm-2024": EngineTraits(0, 0.0, False, 0.90, False, True, 4096.0, 0.0, 0.0),
 }
 assert tuple(ENGINE_TRAITS) == ENGINES
+
+
+#: GPU vendors, by code (``gpu_vendor``, objectives/serving/prepare.py)
+VENDORS = ("NVIDIA", "AMD")
+#: engine -> the GPU vendors it runs on:
+#: - TensorRT-LLM (``trtllm``, ``trtllm-2024``): "optimizations to perform inference efficiently on NVIDIA
+#:   GPUs" (its README; docs.nvidia.com/TensorRT-LLM overview), built on CUDA and TensorRT: NVIDIA only;
+#: - vLLM: "NVIDIA CUDA, AMD ROCm" (docs getting_started/installation/gpu.md: "vLLM supports AMD GPUs with
+#:   ROCm 6.3 or above", MI300 gfx942, MI350 gfx950);
+#: - SGLang: NVIDIA GPUs and "AMD GPUs" (docs platforms/amd_gpu.md, run on MI300X with ROCm).
+ENGINE_VENDORS: dict[str, tuple[str, ...]] = {
+    "trtllm": ("NVIDIA",),
+    "vllm": ("NVIDIA", "AMD"),
+    "sglang": ("NVIDIA", "AMD"),
+    "trtllm-2024": ("NVIDIA",),
+}
+assert tuple(ENGINE_VENDORS) == ENGINES
+#: 1 where the engine (row, by code) runs on the vendor (column, by code)
+_RUNS = np.array([[float(v in ENGINE_VENDORS[e]) for v in VENDORS] for e in ENGINES])
+_GPUS_YAML = Path(__file__).resolve().parent.parent / "catalog" / "gpus.yaml"
+
+
+@functools.cache
+def gpu_vendors() -> dict[str, str]:
+    """Catalog GPU id -> its vendor: the first word of its gpus.yaml ``name`` ("NVIDIA B200 (HGX/DGX B200,
+    1000 W)": NVIDIA; "AMD Instinct MI300X (OAM, 750 W)": AMD)."""
+    raw = yaml.load(_GPUS_YAML.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["gpus"]
+    return {gid: str(spec.get("name", "")).split(" ", 1)[0] for gid, spec in raw.items()}
+
+
+def engines_for(gpu: str) -> tuple[str, ...]:
+    """The engines that run on catalog GPU ``gpu`` (every engine for a GPU the catalog does not know)."""
+    vendor = gpu_vendors().get(gpu)
+    return tuple(e for e in ENGINES if vendor is None or vendor in ENGINE_VENDORS[e])
+
+
+def engine_gpu_text(engine: str, gpu: str) -> str:
+    """'engine trtllm does not run on mi300x (an AMD GPU); engines for mi300x: vllm, sglang'."""
+    vendor = gpu_vendors().get(gpu, "")
+    article = "an" if vendor[:1] in ("A", "E", "I", "O", "U") else "a"
+    return (f"engine {engine} does not run on {gpu} ({article} {vendor} GPU); engines for {gpu}: "
+            f"{', '.join(engines_for(gpu)) or 'none'}")
+
+
+def vendor_codes(gpu: np.ndarray) -> np.ndarray:
+    """Each row's GPU vendor code (:data:`VENDORS`) from a column of catalog GPU ids, NaN where a cell names
+    none (blank: the row spells its GPU out) or a vendor outside VENDORS; by distinct label, a constant
+    column staying one value."""
+    if is_constant(gpu):
+        return np.broadcast_to(vendor_codes(np.asarray(gpu[:1]))[0], gpu.shape)
+    codes, distinct = factorize(np.asarray(gpu))
+    known = {v: float(i) for i, v in enumerate(VENDORS)}
+    lut = np.array([known.get(gpu_vendors().get(str(g), ""), np.nan) for g in distinct] + [np.nan])
+    return lut.take(codes)  # code -1 (a blank cell) takes the last entry
+
+
+def engine_runs(engine: np.ndarray, vendor: np.ndarray) -> np.ndarray:
+    """1.0 where the engine (code) runs on the GPU's vendor (code; NaN: unknown, taken to run), else 0.0."""
+    known = ~np.isnan(vendor)
+    at = np.where(known, vendor, 0.0).astype(np.intp)
+    return np.where(known, _RUNS[np.asarray(engine, dtype=np.intp), at], 1.0)
 
 
 def engine_trait(name: str) -> np.ndarray:

@@ -27,6 +27,7 @@ from objectives import catalog
 from objectives.columns import all_at_least, all_whole, bad_row, distinct_cells, fill_blanks, number_cells
 from objectives.pipeline import DEFAULTS as TRAINING_DEFAULTS
 from objectives.pipeline import check_architecture, fill_defaults, open_table
+from objectives.serving.engines import vendor_codes
 from objectives.table import CATEGORIES, Columns, InputError, is_constant
 
 __all__ = ["SERVING_DEFAULTS", "SERVING_REQUIRED", "SERVING_INPUTS", "SERVING_CATEGORIES", "is_serving_table",
@@ -105,6 +106,8 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             where = " and the catalog" if name.startswith(("gpu_", "scale", "nic")) else ""
             raise InputError(f"is required in a serving table (missing from the table{where})", column=name)
     fill_defaults(floats, SERVING_DEFAULTS, n)
+    # the GPU's vendor, which decides the engines that run on it (objectives/serving/engines.py; NaN: no catalog GPU)
+    floats["gpu_vendor"] = vendor_codes(user["gpu"]) if "gpu" in user else np.broadcast_to(np.nan, (n,))
     heads = floats["n_heads"]
     floats["n_kv_heads"] = fill_blanks(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
     if "d_head" not in floats or np.isnan(distinct_cells(floats["d_head"])).any():

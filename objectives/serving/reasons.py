@@ -1,7 +1,8 @@
 """Whether a serving row is feasible, and why not in words.
 
-``feasible`` where every ``con_*`` is <= 0 and the throughput is a number: the mapping lays out
-(``con_layout``), the GPU has the precisions (``con_precision``), the concurrency's KV cache fits
+``feasible`` where every ``con_*`` is <= 0 and the throughput is a number: the engine runs on the GPU's
+vendor (``con_engine_vendor``: TensorRT-LLM on NVIDIA GPUs only, objectives.serving.engines.ENGINE_VENDORS),
+the mapping lays out (``con_layout``), the GPU has the precisions (``con_precision``), the concurrency's KV cache fits
 (``con_memory``: GB per GPU, the larger of one request's overflow and the concurrency's), and the targets are
 met (``con_slo``). ``infeasible_reason`` names the first broken, in that order, with its numbers; text is
 formatted once per distinct combination of a reason's numbers (:func:`coded_text`), never per row.
@@ -14,11 +15,14 @@ from collections.abc import Mapping
 import numpy as np
 
 from objectives.base import Model
+from objectives.serving.engines import ENGINE_VENDORS, ENGINES, VENDORS, engine_runs
 from objectives.table import CATEGORIES
 
 __all__ = ["ServingFeasible", "serving_infeasible_reason", "coded_text"]
 
 _PRECISIONS = CATEGORIES["precision"]
+#: by vendor code: the engines that run on its GPUs
+_VENDOR_ENGINES = tuple(", ".join(e for e in ENGINES if v in ENGINE_VENDORS[e]) for v in VENDORS)
 
 
 def coded_text(parts: list) -> np.ndarray:
@@ -60,8 +64,9 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class ServingFeasible(Model):
     requires = ("con_layout", "con_precision", "con_kv", "con_slo", "concurrency", "attn_dp", "kv_request_gb",
-                "kv_cache_gb", "output_tokens_per_s", "con_prefill_memory", "con_prefill_layout")
+                "kv_cache_gb", "output_tokens_per_s", "con_prefill_memory", "con_prefill_layout", "engine", "gpu_vendor")
     provides = {
+        "con_engine_vendor": "flag; 1 where the engine does not run on the GPU's vendor (TensorRT-LLM on an AMD GPU)",
         "con_memory": "GB; KV cache per GPU the concurrency needs minus the capacity (> 0: it does not fit)",
         "feasible": "bool; every con_* <= 0 and the throughput a number",
     }
@@ -69,9 +74,11 @@ class ServingFeasible(Model):
     def compute(self, c, cal):
         need = np.ceil(c["concurrency"] / c["attn_dp"] - 1e-9) * c["kv_request_gb"]
         memory = np.maximum(c["con_kv"], need - c["kv_cache_gb"])
+        vendor = 1.0 - engine_runs(c["engine"], c["gpu_vendor"])  # objectives.serving.engines.ENGINE_VENDORS
         ok = (c["con_layout"] <= 0) & (c["con_precision"] <= 0) & (memory <= 1e-9) & (c["con_slo"] <= 1e-9) \
-            & (c["con_prefill_memory"] <= 1e-9) & (c["con_prefill_layout"] <= 0) & np.isfinite(c["output_tokens_per_s"])
-        return {"con_memory": memory, "feasible": ok}
+            & (c["con_prefill_memory"] <= 1e-9) & (c["con_prefill_layout"] <= 0) & np.isfinite(c["output_tokens_per_s"]) \
+            & (vendor <= 0)
+        return {"con_engine_vendor": vendor, "con_memory": memory, "feasible": ok}
 
 
 def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -88,6 +95,13 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
 
     reason = np.empty(len(rows), dtype=object)
     todo = np.ones(len(rows), dtype=bool)
+    if "con_engine_vendor" in cols:
+        vendor = col("con_engine_vendor") > 0
+        if vendor.any():
+            reason[vendor] = coded_text(["engine: ", (col("engine")[vendor], ENGINES), " does not run on ",
+                                         (col("gpu_vendor")[vendor], VENDORS), " GPUs; engines for them: ",
+                                         (col("gpu_vendor")[vendor], _VENDOR_ENGINES)])
+        todo &= ~vendor
     layout = todo & (col("con_layout") > 0)
     if layout.any():
         reason[layout] = coded_text(["layout: tp ", (col("tp")[layout], "g"), ", ep ", (col("ep")[layout], "g"), ", pp ",
