@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,14 +75,21 @@ def load_run(root: str | Path, objectives: dict[str, str] | None = None) -> Run:
         raise UserError("not a run directory (no run.json)", where=str(root))
     from dse.store import RunStore
 
-    info = RunStore(root).read_run()  # one line where run.json is unreadable or not a run's record
+    store = RunStore(root)
+    info = store.read_run()  # one line where run.json is unreadable or not a run's record
+    # the whole committed parts (a part of another run: one line, exit 2); what is left out, said once
+    parts, notes = store.committed_parts(info.get("space_hash"), info.get("seed"))
+    for note in notes:
+        _say_once(f"dse report: {root}: {note}")
     spec = info.get("spec", {})
     own = {o["metric"]: o["direction"] for o in spec.get("objectives", [])}
     objectives = dict(objectives or own)
     cluster = spec.get("cluster", {})
     design = [k for k, v in cluster.items() if isinstance(v, (list, dict))] or list(cluster)
     try:
-        trials = pd.read_parquet(root / "trials")
+        if parts == []:
+            raise ValueError("none of its parts can be read")
+        trials = pd.read_parquet(root / "trials" if parts is None else parts)
     except Exception as exc:
         raise UserError(f"cannot read its designs ({exc})", where=str(root / "trials")) from None
     missing = [m for m in objectives if m not in trials.columns]
@@ -99,6 +107,16 @@ def load_run(root: str | Path, objectives: dict[str, str] | None = None) -> Run:
     return Run(root=root, name=spec.get("name") or root.name, info=info, objectives=objectives,
                design_columns=design, trials=trials, front=front, spec_text=info.get("spec_text", ""),
                serving=is_serving(trials))
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    """A warning on stderr, once per process (a report loads its runs more than once)."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
 
 
 def load_runs(roots: Sequence[str | Path]) -> list[Run]:

@@ -5,12 +5,15 @@ Layout (docs/architecture.md has the whole of it, with the Optuna journal beside
     results/<run>/run.json                  spec as given and resolved, versions, seed, git commit, status, timings
     results/<run>/study.journal             the Optuna journal (:mod:`dse.study.journal`)
     results/<run>/trials/part-00000.parquet every evaluated design of batch 0, and so on
+    results/<run>/trials/_manifest.json     the run's space hash and seed, each committed part's sha256, size, rows
     results/<run>/pareto.parquet            the non-dominated feasible designs
 
 Every file is written atomically: to a hidden temporary file in the same folder, flushed and fsynced,
-then renamed over the target (``os.replace``), so a reader or a crash never sees half a file. A part is the
-commit point of its batch: a batch whose part exists is finished; its schema metadata also carries the
-batch's Optuna record, from which :meth:`dse.study.Searcher.restore` rebuilds the study on resume.
+then renamed over the target (``os.replace``), so a reader or a crash never sees half a file. A part, then
+its entry in the manifest, is the commit point of its batch (:mod:`dse.store.parts`: what resume and the
+report check; a run from before the manifest has none and is read unchecked); the part's schema metadata
+also carries the batch's Optuna record, from which :meth:`dse.study.Searcher.restore` rebuilds the study
+on resume.
 
 When each method is called: :meth:`RunStore.create` / :meth:`RunStore.open` once per run,
 :meth:`RunStore.write_part` once per batch (on the sweep's writer, :func:`dse.sweep.writer.write_batch`),
@@ -34,6 +37,7 @@ import pyarrow.parquet as pq
 
 from dse.errors import UserError
 from dse.parquet import fsync_dir, write_atomic
+from dse.store.parts import Manifest, check_journal, check_parts, report_notes, settle
 
 __all__ = ["RunStore", "atomic_write_bytes", "to_arrow", "read_metadata", "RawJSON", "META_PREFIX"]
 
@@ -174,9 +178,14 @@ class RunStore:
     # -- parts ---------------------------------------------------------------------------------------
 
     def write_part(self, index: int, columns: Mapping[str, Any], metadata: Mapping[str, Any]) -> Path:
-        """Write one batch's designs as ``trials/part-<index>.parquet``, atomically: the batch's commit."""
+        """Write one batch's designs as ``trials/part-<index>.parquet``, atomically, then its entry in the
+        run's manifest (where the run has one, :mod:`dse.store.parts`): the batch's commit."""
         path = self.part_path(index)
-        self._write_parquet(path, to_arrow(columns, metadata))
+        table = to_arrow(columns, metadata)
+        self._write_parquet(path, table)
+        manifest = Manifest.read(self.trials_dir)
+        if manifest is not None:
+            manifest.record(path, table.num_rows)
         return path
 
     def parts(self) -> list[Path]:
@@ -195,16 +204,40 @@ class RunStore:
                 bad.append(p)
         return bad
 
-    def set_aside(self, parts: Sequence[Path]) -> list[Path]:
-        """Rename parts to hidden ``.part-NNNNN.parquet.torn`` files, which no reader picks up (their
-        batches run again on resume); returns the new paths."""
+    def set_aside(self, parts: Sequence[Path], suffix: str = "torn") -> list[Path]:
+        """Rename parts to hidden ``.part-NNNNN.parquet.<suffix>`` files (``torn``, ``corrupt``, ...), which
+        no reader picks up (their batches run again on resume); returns the new paths."""
         out = []
         for p in parts:
-            dest = p.with_name(f".{p.name}.torn")
+            dest = p.with_name(f".{p.name}.{suffix}")
             os.replace(p, dest)
             out.append(dest)
         fsync_dir(self.trials_dir)
         return out
+
+    def settle_parts(self, space_hash: str | None, seed: int | None) -> list[str]:
+        """Before a run's batches run (new or resumed): check ``study.journal`` (a damaged one is a
+        UserError) and the parts against the manifest (:mod:`dse.store.parts`: a part of another run is a
+        UserError; the first part not as recorded is set aside with every part after it, their batches to
+        run again). A new run starts its manifest here; a run without one (older) is left as it was.
+        Returns the warning lines to print."""
+        check_journal(self.journal)
+        manifest = Manifest.read(self.trials_dir)
+        if manifest is None:
+            if not self.parts():
+                Manifest.start(self.trials_dir, space_hash, seed)
+            return []
+        return settle(check_parts(self.root, manifest, space_hash, seed), self.part_path, self.set_aside)
+
+    def committed_parts(self, space_hash: str | None, seed: int | None) -> tuple[list[Path] | None, list[str]]:
+        """The whole committed parts for a reader (``dse report``) and one line for each kind of part it
+        cannot show (missing, damaged); a part of another run is a UserError. ``(None, [])`` for a run
+        without a manifest: read its folder as before."""
+        manifest = Manifest.read(self.trials_dir)
+        if manifest is None:
+            return None, []
+        check = check_parts(self.root, manifest, space_hash, seed)
+        return check.good, report_notes(check)
 
     def read_trials(self, columns: list[str] | None = None) -> pd.DataFrame:
         """Every evaluated design of the run, in trial order."""

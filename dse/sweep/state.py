@@ -85,6 +85,8 @@ class SweepState:
 
     def restore(self) -> None:
         """Rebuild the study, the journal, the cache and the counters from the committed parts (resume)."""
+        for line in self.store.settle_parts(self.spec.space_hash, self.spec.search.seed):  # (dse.store.parts)
+            print(f"dse sweep: {line}", file=sys.stderr)
         torn = self.store.torn_parts()
         if torn:  # a torn part and every part after it run again (same seed: the same trials)
             first = self.store.parts().index(torn[0])
