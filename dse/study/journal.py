@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 from dse.study.internals import JournalOperation
 from dse.study.records import ENCODER, RECORD_ENCODER, STUDY_NAME, EncodedRecord, study_attrs_of
 
-__all__ = ["JournalMirror", "JournalTarget", "journal_lines", "append_journal"]
+__all__ = ["clear_stale_lock", "JournalMirror", "JournalTarget", "journal_lines", "append_journal"]
 
 _NUMBERS = {int, float}
 
@@ -132,6 +133,17 @@ def _tokens(column: Sequence[Any], text: str) -> list[str]:
     return _split(text)
 
 
+def clear_stale_lock(path: str | Path) -> bool:
+    """Remove the journal's lock (``<journal>.lock``, Optuna's symlink lock) if one is left; True if it was.
+    Called on resume only: a run killed while appending leaves it, and nothing else writes the journal."""
+    lock = Path(f"{path}.lock")
+    if not os.path.lexists(lock):
+        return False
+    lock.unlink()
+    print(f"dse sweep: removed {lock.name}, a journal lock left by a killed run", file=sys.stderr)
+    return True
+
+
 def append_journal(path: str | Path, offset: int, lines: Sequence[str]) -> int:
     """Append ``lines`` to the journal at ``path`` after its first ``offset`` bytes (dropping what lies
     beyond them: a batch appended again replaces its first append), with one write and one fsync under
@@ -171,7 +183,10 @@ class JournalMirror:
 
     def __init__(self, path: str | Path, directions: Sequence[StudyDirection],
                  distributions: Mapping[str, BaseDistribution]) -> None:
-        self.path = Path(path)
+        # absolute: Optuna's lock is a symlink to this path, and its stale-lock check (a 30 s grace period)
+        # stats the link; a relative target resolves against the run directory and never exists, so a lock
+        # left by a killed run made the next append spin forever
+        self.path = Path(path).absolute()
         self._directions = list(directions)
         self._worker_id = f"dse-{uuid.uuid4()}-0"
         self._distributions = dict(distributions)
@@ -202,7 +217,9 @@ class JournalMirror:
 
     def agree(self, records: Sequence[Mapping[str, Any]], trials: Sequence[FrozenTrial]) -> None:
         """Make the file hold exactly the batches of these records, whose finished ``trials`` the study
-        holds (resume): rewritten when it holds other trials or other study attributes."""
+        holds (resume): rewritten when it holds other trials or other study attributes. A lock left by a
+        killed run (the resumed run is the directory's only writer) is removed, with a line on stderr."""
+        clear_stale_lock(self.path)
         stored, stored_attrs = self.load()
         same = len(stored) == len(trials) and all(
             a.number == b.number and a.params == b.params and a.values == b.values for a, b in zip(stored, trials))

@@ -148,8 +148,10 @@ class VectorizedChildGeneration:
             if not retry:
                 break
             rows = self._offspring(space, names, values, F, penalty, retry)
-        else:
-            out.extend(rows)  # the space is (nearly) exhausted: accept repeats
+        else:  # the space is (nearly) exhausted: accept the last draw's repeats, and record its new designs as
+            # seen like every other asked design (a resumed run's seen set is every stored trial's design)
+            seen.update(tuple(row) for row in rows)
+            out.extend(rows)
         children = [dict(zip(names, row)) for row in out[:size]]
         children.reverse()  # pop() hands them out in order
         return children
