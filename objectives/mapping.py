@@ -2,24 +2,31 @@
 
 For every design row, the mapping columns it leaves blank are enumerated from ``choices`` (a cartesian
 product), candidates that cannot lay out (divisibility, `Layout`) or that no practitioner would run are
-dropped before the model runs, every remaining candidate is evaluated in one vectorized call (the mapping-dependent modules, after the
-design-only ones ran once per design), and the
-row keeps the best feasible one: least step time, ties to less HBM (docs/architecture.md, two-level search); the
-economics modules (checkpoints, failures, power, cost) then run once per design on that mapping. A row
-with no feasible candidate keeps its least-infeasible one (smallest memory overflow) with feasible=False.
-A row that leaves no mapping cell blank is its own one candidate: a table of such rows runs through every
-module as it is, in one chunked pass, with nothing enumerated.
+dropped before the model runs, every remaining candidate is evaluated vectorized (the mapping-dependent
+modules, after the design-only ones ran once per design), and the row keeps the best feasible one: least
+step time, ties to less HBM (docs/architecture.md, two-level search); the economics modules (checkpoints,
+failures, power, cost) then run once per design on that mapping. A row with no feasible candidate keeps its
+least-infeasible one (smallest memory overflow) with feasible=False. A row that leaves no mapping cell blank
+is its own one candidate: a table of such rows runs through every module as it is, in one chunked pass,
+with nothing enumerated.
 
 The rules a candidate must pass are those of :mod:`objectives.divisibility` (the same Layout counts), plus
 its search-only pruning rules (tp inside the scale-up domain, cp only for long sequences, sequence
 parallelism only with tp > 1). A row none of whose candidates passes gets one fallback candidate marked
 with the rule that ended the last of them (``search_lost_rule``), so that its ``infeasible_reason`` says
 why no mapping works.
+
+Memory is bounded by candidates, not rows: candidates are enumerated at most :data:`CANDIDATE_BUDGET`
+(2^18) at a time, in pieces of whole rows (a row of 5,000 candidates fills a piece that holds hundreds of
+rows of 10), and evaluated in slices of :data:`MAX_JOINED_ROWS`; only each row's winner is kept. The
+search's peak is about the budget times 170 bytes a candidate-row (~45 MiB), on top of the rows' own
+input and output columns, for any table length; the result is the same, bit for bit, as enumerating every
+candidate at once (tests/test_mapping_slices.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -41,7 +48,8 @@ from objectives.pipeline import (
 from objectives.reasons import LOST_RULE, REASON_COLUMNS, infeasible_reason
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, factorize, is_constant
 
-__all__ = ["DEFAULT_CHOICES", "search_mapping", "enumerate_mappings", "blank_cells", "needed_models", "CP_MIN_SEQ_LEN"]
+__all__ = ["DEFAULT_CHOICES", "CANDIDATE_BUDGET", "search_mapping", "enumerate_mappings", "iter_mappings", "blank_cells",
+           "needed_models", "CP_MIN_SEQ_LEN"]
 
 DEFAULT_CHOICES: dict[str, tuple] = {
     "tp": (1, 2, 4, 8, 16, 32, 64),
@@ -57,6 +65,11 @@ DEFAULT_CHOICES: dict[str, tuple] = {
 #: candidates evaluated at once: half a pipeline chunk, so that a slice (whole designs, a little more) runs as
 #: one chunk and its candidates, all but each design's best thrown away, are never copied into full columns
 MAX_JOINED_ROWS = CHUNK_ROWS // 2
+#: candidate-rows (one row's one candidate mapping) enumerated at once (:func:`iter_mappings`), however many
+#: rows and candidates a row: the search's working memory is about this times 170 bytes, ~45 MiB (benchmarks/
+#: evaluate_memory.py: peak RSS rose 318 MiB from a budget of 2^16 to 2^21, 164 B per candidate-row).
+#: Smaller costs time (each piece's fixed costs: 2^14 is ~30% slower), larger costs memory and gains no time
+CANDIDATE_BUDGET = 1 << 18
 
 
 def blank_cells(values: np.ndarray) -> np.ndarray:
@@ -123,41 +136,69 @@ class _Gathered(dict):
 
 def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str],
                        choices: Mapping[str, np.ndarray], sp_follows_tp: np.ndarray) -> tuple[np.ndarray, Columns]:
-    """Valid mapping candidates of ``rows``: (owner row of each candidate, mapping columns).
+    """Valid mapping candidates of ``rows``: (owner row of each candidate, mapping columns), all at once.
 
     Searched columns take every value in ``choices``; the others keep the row's value, except that
     sequence parallelism follows tp where ``sp_follows_tp``. A row left with no candidate gets one (its
     given values, first choices), whose ``search_lost_rule`` column names the first rule of the stage that
     no candidate of the row passed, so that the model can say why it fails (0 on every other candidate).
     """
-    owner = rows
-    cand: Columns = {}
+    return next(iter_mappings(floats, rows, searched, choices, sp_follows_tp, budget=np.inf))
+
+
+def iter_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str], choices: Mapping[str, np.ndarray],
+                  sp_follows_tp: np.ndarray, budget: float | None = None) -> Iterator[tuple[np.ndarray, Columns]]:
+    """:func:`enumerate_mappings` in pieces of whole rows, in row order (each piece's fallback candidates
+    last), so that no stage expands more than ``budget`` candidates (default :data:`CANDIDATE_BUDGET`) at
+    once: a stage that would is first cut into parts of whole rows, each expanded in turn, depth first; the
+    parts are copied, so the piece they came from is freed. Only a single row can exceed the budget (a
+    stage's candidates of one row are at most the product of ``choices``). ``rows``: sorted."""
+    budget = CANDIDATE_BUDGET if budget is None else budget
     lost_rule = np.zeros(int(rows.max()) + 1 if len(rows) else 0)
-    for name, rules in STAGES:
-        if name in searched:
-            values = choices[name]
-            owner = np.repeat(owner, len(values))
-            cand = {k: np.repeat(v, len(values)) for k, v in cand.items()}
-            cand[name] = np.tile(values, len(owner) // len(values))
-        elif name == "sequence_parallel":
-            cand[name] = np.where(sp_follows_tp[owner], (cand["tp"] > 1) * 1.0, floats[name][owner])
+    stack = [(0, rows, rows, {})]  # (next stage, the piece's rows, owner of each candidate, candidates)
+    while stack:
+        stage, piece, owner, cand = stack.pop()
+        for at in range(stage, len(STAGES)):  # the piece resumes at its stage
+            name, rules = STAGES[at]
+            if name in searched:
+                values = choices[name]
+                if len(owner) * len(values) > budget and owner[0] != owner[-1]:
+                    edges = _row_edges(owner, int(budget // len(values)))
+                    cuts = np.searchsorted(piece, owner[edges[1:-1]])  # a row lost before goes with its neighbours
+                    for lo, hi, part in reversed(list(zip(edges[:-1], edges[1:], np.split(piece, cuts)))):
+                        stack.append((at, part, owner[lo:hi].copy(), {k: v[lo:hi].copy() for k, v in cand.items()}))
+                    break
+                owner = np.repeat(owner, len(values))
+                cand = {k: np.repeat(v, len(values)) for k, v in cand.items()}
+                cand[name] = np.tile(values, len(owner) // len(values))
+            elif name == "sequence_parallel":
+                cand[name] = np.where(sp_follows_tp[owner], (cand["tp"] > 1) * 1.0, floats[name][owner])
+            else:
+                cand[name] = floats[name][owner]
+            rules = tuple(r for r in rules if r.kind != "search" or name in searched)  # pruning prunes only a search
+            if rules:
+                job = Job(_Gathered(floats, owner, cand))
+                oks = [rule.ok(job) for rule in rules]
+                keep = np.broadcast_to(np.logical_and.reduce(oks), owner.shape)
+                # rows whose last candidates this stage drops (counted over the piece's rows, not the table's)
+                base, size = (piece[0], piece[-1] - piece[0] + 1) if len(piece) else (0, 0)
+                at_row = owner - base
+                gone = np.flatnonzero((np.bincount(at_row, minlength=size) > 0) & (np.bincount(at_row[keep], minlength=size) == 0))
+                if len(gone):
+                    passed = np.stack([np.bincount(at_row, np.broadcast_to(ok, owner.shape), minlength=size)[gone] for ok in oks])
+                    # a rule of given columns alone is named by the model on the fallback (the given mapping's own
+                    # numbers); one that read a searched column says no candidate passed it
+                    codes = np.array([r.code if set(r.reads) & set(searched) else 0 for r in rules])
+                    lost_rule[gone + base] = codes[np.argmax(passed == 0, axis=0)]
+                owner, cand = owner[keep], {k: v[keep] for k, v in cand.items()}
+                del job, oks, keep  # the stage's unfiltered columns, freed before the next stage expands
         else:
-            cand[name] = floats[name][owner]
-        rules = tuple(r for r in rules if r.kind != "search" or name in searched)  # pruning prunes only a search
-        if rules:
-            job = Job(_Gathered(floats, owner, cand))
-            oks = [rule.ok(job) for rule in rules]
-            keep = np.broadcast_to(np.logical_and.reduce(oks), owner.shape)
-            size = len(lost_rule)  # rows whose last candidates this stage drops:
-            gone = np.flatnonzero((np.bincount(owner, minlength=size) > 0) & (np.bincount(owner[keep], minlength=size) == 0))
-            if len(gone):
-                passed = np.stack([np.bincount(owner, np.broadcast_to(ok, owner.shape), minlength=len(lost_rule))[gone] for ok in oks])
-                # a rule of given columns alone is named by the model on the fallback (the given mapping's own
-                # numbers); one that read a searched column says no candidate passed it
-                codes = np.array([r.code if set(r.reads) & set(searched) else 0 for r in rules])
-                lost_rule[gone] = codes[np.argmax(passed == 0, axis=0)]
-            owner = owner[keep]
-            cand = {k: v[keep] for k, v in cand.items()}
+            yield _with_fallbacks(floats, piece, owner, cand, searched, choices, lost_rule)
+
+
+def _with_fallbacks(floats: Columns, rows: np.ndarray, owner: np.ndarray, cand: Columns, searched: Sequence[str],
+                    choices: Mapping[str, np.ndarray], lost_rule: np.ndarray) -> tuple[np.ndarray, Columns]:
+    """``owner`` and ``cand`` with one fallback candidate appended for each of ``rows`` left with none."""
     lost = np.setdiff1d(rows, owner)
     cand[LOST_RULE] = np.zeros(len(owner))
     if len(lost):
@@ -167,6 +208,17 @@ def enumerate_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str
                 lost_rule[lost] if name == LOST_RULE else floats[name][lost]
             cand[name] = np.concatenate([cand[name], fallback])
     return owner, cand
+
+
+def _row_edges(owner: np.ndarray, limit: int) -> np.ndarray:
+    """Offsets (0 .. len) cutting sorted ``owner`` into parts of whole rows: those whose first candidate lies in
+    one stretch of ``limit`` (< ``limit`` + one row's each); two parts at least if over ``limit`` in two rows."""
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    stretch = starts // max(limit, 1)
+    edges = starts[np.r_[True, stretch[1:] != stretch[:-1]]]
+    if len(edges) == 1 and len(starts) > 1 and len(owner) > limit:
+        edges = np.r_[0, starts[-1]]  # every row starts in the first stretch: the last one goes alone
+    return np.r_[edges, len(owner)]
 
 
 def _mark_lost(work: Columns) -> Columns:
@@ -313,28 +365,26 @@ def _best_mappings(floats: Columns, pattern: np.ndarray, encoded: Mapping[str, n
     for g in np.flatnonzero(np.bincount(pattern)):
         rows = np.flatnonzero(pattern == g)
         cols = [name for bit, name in enumerate(MAPPING_COLUMNS) if g >> bit & 1]
-        if cols:
-            owner, cand = enumerate_mappings(floats, rows, cols, encoded, sp_follows_tp)
+        # candidates enumerated CANDIDATE_BUDGET at a time, evaluated in slices of whole rows that stay in cache
+        pieces = iter_mappings(floats, rows, cols, encoded, sp_follows_tp) if cols else \
+            [(rows, _given_mapping(floats, rows, sp_follows_tp))]
+        for owner, cand in pieces:
             tried += np.bincount(owner, minlength=n)
-            # evaluate in slices of whole rows that stay in cache
-            order = np.argsort(owner, kind="stable")
-            owner = owner[order]
-            cand = {k: v[order] for k, v in cand.items()}
-        else:
-            owner, cand = rows, _given_mapping(floats, rows, sp_follows_tp)
-            tried[rows] = 1.0
-        bounds = np.searchsorted(owner, rows[::max(1, len(rows) * MAX_JOINED_ROWS // max(len(owner), 1))])
-        edges = np.unique(np.concatenate([bounds, [len(owner)]]))
-        for lo, hi in zip(edges[:-1], edges[1:]):
-            idx = owner[lo:hi]
-            # each candidate's design columns; a column constant over the table enters as its one value
-            joined = {name: floats[name][:1] if is_constant(floats[name]) else floats[name][idx]
-                      for name in _CANDIDATE_INPUTS if name in floats}
-            joined.update({k: v[lo:hi] for k, v in cand.items()})
-            work = {k: np.broadcast_to(v, idx.shape) for k, v in run_models(joined, cal, MAPPING_MODELS).items()}
-            work = _mark_lost(work)
-            pick = _best(work, idx) if cols else slice(None)
-            parts.append((idx[pick], {name: v[pick] for name, v in work.items()}))
+            if len(owner) > 1 and np.any(owner[1:] < owner[:-1]):  # fallbacks come last: into row order
+                order = np.argsort(owner, kind="stable")
+                owner = owner[order]
+                cand = {k: v[order] for k, v in cand.items()}
+            edges = _row_edges(owner, MAX_JOINED_ROWS)
+            for lo, hi in zip(edges[:-1], edges[1:]):
+                idx = owner[lo:hi]
+                # each candidate's design columns; a column constant over the table enters as its one value
+                joined = {name: floats[name][:1] if is_constant(floats[name]) else floats[name][idx]
+                          for name in _CANDIDATE_INPUTS if name in floats}
+                joined.update({k: v[lo:hi] for k, v in cand.items()})
+                work = {k: np.broadcast_to(v, idx.shape) for k, v in run_models(joined, cal, MAPPING_MODELS).items()}
+                work = _mark_lost(work)
+                pick = _best(work, idx) if cols else slice(None)
+                parts.append((idx[pick], {name: v[pick] for name, v in work.items()}))
     if len(parts) == 1 and len(parts[0][0]) == n:
         return parts[0][1], tried  # one slice of every row: already in row order
     merged = {name: np.empty(n, dtype=v.dtype) for name, v in parts[0][1].items()}
