@@ -1,5 +1,6 @@
 """The `dse` console script: one subcommand per module, each with `add_parser` and `run`."""
 
+
 from __future__ import annotations
 
 import argparse
@@ -7,6 +8,17 @@ import importlib
 import sys
 
 from dse.errors import EXIT_USAGE, UserError
+
+#: what ``dse --help`` says above the commands: what the tool answers, and the command for each question
+DESCRIPTION = """What GPU cluster to build or rent to train or serve a model, and how to run it there: a sweep of a
+declarative space (GPU type and count, cloud instance or owned, parallelism, network, storage) through an
+analytical model of step time, memory, failures, power and cost, each with an 80% interval.
+
+  which design, and how sure?        dse sweep spaces/default.yaml   (then dse report RUN_DIR)
+  what does this exact design do?    dse evaluate designs.csv -o out.parquet
+  how far off is the model?          dse validate   (--kind serving)
+  what may a space name?             dse catalog gpus|models|networks|storage|instances|metrics
+  fit the model to my cluster        dse calibrate my-runs.csv -o my-cluster.json"""
 
 # subcommand -> module implementing `add_parser(subparsers)` and `run(args) -> int`
 COMMANDS = {
@@ -19,8 +31,17 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage mistake in one line (``dse sweep: error: argument --seed: invalid int value:
+    '0x10' (dse sweep --help)``) instead of the usage block above it; exit 2 as argparse does. Its
+    subcommands' parsers are of this class too (``add_subparsers`` makes them with the parent's class)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)} ({self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dse", description=__doc__)
+    parser = _Parser(prog="dse", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS.values():

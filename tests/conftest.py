@@ -105,9 +105,13 @@ def ray_session():
 
 #: the hypothesis profile every property test runs under: the same inputs on every run (derandomized, no
 #: example database, no shrinking), a fixed number of them, and no deadline (a busy CI core is no failure).
-#: ``max_examples`` is the number each hostile-input test draws: 2 x 500 = 1,000 generated inputs a run.
+#: ``max_examples`` is the number the spaces and design tables tests draw each (tests/test_hostile_input.py);
+#: tests/test_hostile_files.py draws HOSTILE_EXAMPLES["yaml"] YAML texts (cheap: most end at the parser) and
+#: HOSTILE_EXAMPLES["invocations"] command lines and damaged runs (each a sweep): 5,000 generated inputs a run.
 HYPOTHESIS_PROFILE = "dse"
-HOSTILE_EXAMPLES_PER_TEST = 500
+HOSTILE_EXAMPLES_PER_TEST = 1250
+HOSTILE_EXAMPLES = {"spaces": HOSTILE_EXAMPLES_PER_TEST, "tables": HOSTILE_EXAMPLES_PER_TEST, "yaml": 2000,
+                    "invocations": 500}
 
 try:
     from hypothesis import HealthCheck, Phase, settings
@@ -120,17 +124,20 @@ else:
     settings.load_profile(HYPOTHESIS_PROFILE)
 
 #: generated hostile inputs tried by tests/test_hostile_input.py, reported in the session summary
-HOSTILE: dict = {"inputs": 0, "tracebacks": 0, "spaces": 0, "tables": 0, "rejected": 0, "accepted": 0, "examples": []}
+HOSTILE: dict = {"inputs": 0, "tracebacks": 0, "spaces": 0, "tables": 0, "yaml": 0, "invocations": 0, "rejected": 0,
+                 "accepted": 0, "examples": []}
 
 
 def pytest_terminal_summary(terminalreporter):
-    generated = HOSTILE["spaces"] + HOSTILE["tables"]
+    generated = HOSTILE["spaces"] + HOSTILE["tables"] + HOSTILE["yaml"] + HOSTILE["invocations"]
     if generated:
         terminalreporter.write_line(
             f"hostile input (hypothesis profile {HYPOTHESIS_PROFILE!r}, derandomized, "
-            f"{HOSTILE_EXAMPLES_PER_TEST} per test): {generated} generated bad inputs ({HOSTILE['spaces']} spaces, "
-            f"{HOSTILE['tables']} design tables; {HOSTILE['rejected']} rejected in one line with exit 2, "
-            f"{HOSTILE['accepted']} accepted as rows), {HOSTILE['tracebacks']} tracebacks")
+            f"{HOSTILE_EXAMPLES_PER_TEST} per test, {HOSTILE_EXAMPLES['yaml']} YAML texts, {HOSTILE_EXAMPLES['invocations']} "
+            f"invocations): {generated} generated bad inputs ({HOSTILE['spaces']} spaces, "
+            f"{HOSTILE['tables']} design tables, {HOSTILE['yaml']} YAML texts, {HOSTILE['invocations']} "
+            f"invocations and damaged runs; {HOSTILE['rejected']} rejected in one line with exit 2, "
+            f"{HOSTILE['accepted']} accepted and run), {HOSTILE['tracebacks']} tracebacks")
 
 
 def evaluate_405b(**row):

@@ -82,9 +82,15 @@ def load_run(root: str | Path, objectives: dict[str, str] | None = None) -> Run:
     for note in notes:
         _say_once(f"dse report: {root}: {note}")
     spec = info.get("spec", {})
-    own = {o["metric"]: o["direction"] for o in spec.get("objectives", [])}
+    try:  # run.json as dse writes it; anything else is no run's record
+        own = {str(o["metric"]): o["direction"] for o in spec.get("objectives", [])}
+    except (TypeError, KeyError, AttributeError):
+        own = {}
     objectives = dict(objectives or own)
-    cluster = spec.get("cluster", {})
+    if not objectives or not all(d in ("min", "max") for d in objectives.values()):
+        raise UserError("run.json names no objectives a report can rank by (spec.objectives: metric and min|max): "
+                        "not a run directory dse wrote", where=str(root))
+    cluster = spec.get("cluster") if isinstance(spec.get("cluster"), dict) else {}
     design = [k for k, v in cluster.items() if isinstance(v, (list, dict))] or list(cluster)
     try:
         if parts == []:

@@ -288,8 +288,8 @@ def _parse_dimension(ck: _Checker, column: str, value, path: str) -> Dimension:
             n = (hi - lo) / step
             if n + 1 > MAX_CHOICES:
                 ck.fail(f"{path}.step", f"gives {n + 1:,.0f} values; at most {MAX_CHOICES:,} a range (a coarser step)")
-            if abs(n - round(n)) > 1e-9 * max(1.0, abs(n)):
-                ck.fail(f"{path}.step", f"max - min ({hi - lo:g}) must be a multiple of step ({step:g})")
+            if abs(n - round(n)) > 1e-9 * max(1.0, abs(n)) or (hi > lo and round(n) < 1):  # no step fits: Optuna
+                ck.fail(f"{path}.step", f"max - min ({hi - lo:g}) must be a whole multiple of step ({step:g})")
         if kind == "int":
             lo_i, hi_i = ck.number(lo, f"{path}.min", integer=True), ck.number(hi, f"{path}.max", integer=True)
             return Dimension(column, "int", low=lo_i, high=hi_i, log=scale == "log", step=step)

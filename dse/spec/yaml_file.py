@@ -11,10 +11,13 @@ import yaml
 
 from dse.errors import UserError
 
-__all__ = ["read_yaml", "MAX_DEPTH"]
+__all__ = ["read_yaml", "MAX_DEPTH", "MAX_BYTES"]
 
 #: how deep a space's mappings and lists may nest (a space needs 4; a deeper one is an error, not a crash)
 MAX_DEPTH = 64
+#: the largest space, calibration or price file read: a 1,000,000-value list (10 MB) took PyYAML's Python loader
+#: over 30 s to parse; the shipped files are under 10 kB and a 100,000-value list (1 MB) parses in about 3 s
+MAX_BYTES = 1_000_000
 
 
 class _SpaceLoader(yaml.SafeLoader):
@@ -57,7 +60,7 @@ def _excerpt(text: str, limit: int = 80) -> str:
 
 def read_yaml(path: str | Path, what: str = "space file") -> Any:
     """(a YAML file's document, its text), or a one-line UserError naming the file and what is wrong: missing, not a file,
-    unreadable, not UTF-8, not YAML (with its line), a key given twice, nested too deep, or a tagged value its
+    larger than MAX_BYTES, unreadable, not UTF-8, not YAML (with its line), a key given twice, nested too deep, or a tagged value its
     tag cannot make (``!!int "abc"``)."""
     p = Path(path)
     source = str(path)
@@ -66,6 +69,10 @@ def read_yaml(path: str | Path, what: str = "space file") -> Any:
     if not p.is_file():
         raise UserError(f"is not a file (a {what} is a YAML file)", where=source)
     try:
+        size = p.stat().st_size
+        if size > MAX_BYTES:  # read before parsing: the YAML parser takes seconds per megabyte
+            raise UserError(f"a {what} of {size:,} bytes: at most {MAX_BYTES:,} (it names choices and settings, "
+                            "not data)", where=source)
         data = p.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read the {what}: {exc.strerror or exc}", where=source) from None
@@ -80,7 +87,8 @@ def read_yaml(path: str | Path, what: str = "space file") -> Any:
         line = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(f"{line}not valid YAML: {_excerpt(problem)}", where=source) from None
-    except (ValueError, TypeError, OverflowError) as exc:  # a standard tag's constructor on a bad value
+    except (ValueError, TypeError, OverflowError, KeyError, AttributeError, IndexError) as exc:
+        # a standard tag's constructor on a bad value (!!bool "maybe" is a KeyError in PyYAML's)
         raise UserError(f"not valid YAML: a tagged value cannot be read ({_excerpt(exc)})", where=source) from None
     except RecursionError:
         raise UserError(f"not valid YAML: nested too deeply (more than {MAX_DEPTH} levels)", where=source) from None

@@ -142,19 +142,25 @@ class RunStore:
                 k += 1
                 root = base.with_name(f"{base.name}-{k}")
         root = Path(root)
-        if (root / "run.json").exists() or (root / "trials").exists():
-            raise UserError("already holds a run; resume it with --resume or choose another --out", where=str(root))
         try:
-            (root / "trials").mkdir(parents=True, exist_ok=True)
+            taken = (root / "run.json").exists() or (root / "trials").exists()
+            if not taken:
+                (root / "trials").mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, read-only, too long a name, a loop, a full disk
             raise UserError(f"cannot create the run directory: {exc.strerror or exc}", where=str(root)) from None
+        if taken:
+            raise UserError("already holds a run; resume it with --resume or choose another --out", where=str(root))
         return cls(root)
 
     @classmethod
     def open(cls, root: str | Path) -> RunStore:
         """An existing run directory (``--resume``); a UserError if it is not one."""
         store = cls(root)
-        if not store.run_json.is_file():
+        try:
+            found = store.run_json.is_file()
+        except OSError as exc:  # too long a name, a loop
+            raise UserError(f"cannot open the run directory: {exc.strerror or exc}", where=str(root)) from None
+        if not found:
             raise UserError("is not a run directory (no run.json)", where=str(root))
         return store
 

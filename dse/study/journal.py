@@ -28,6 +28,7 @@ from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from dse.errors import UserError
 from dse.study.internals import JournalOperation
 from dse.study.records import ENCODER, RECORD_ENCODER, STUDY_NAME, EncodedRecord, study_attrs_of
 
@@ -230,13 +231,18 @@ class JournalMirror:
         """Finished trials and study system attributes as stored (called on resume)."""
         if not self.path.exists():
             return [], {}
-        storage = JournalStorage(JournalFileBackend(str(self.path)))
         try:
-            study_id = storage.get_study_id_from_name(STUDY_NAME)
-        except KeyError:
-            return [], {}
-        trials = storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
-        return list(trials), dict(storage.get_study_system_attrs(study_id))
+            storage = JournalStorage(JournalFileBackend(str(self.path)))
+            try:
+                study_id = storage.get_study_id_from_name(STUDY_NAME)
+            except KeyError:
+                return [], {}
+            trials = storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
+            return list(trials), dict(storage.get_study_system_attrs(study_id))
+        except (AssertionError, KeyError, TypeError, ValueError, IndexError) as exc:  # Optuna's replay of a damaged file
+            raise UserError(f"cannot replay the run's Optuna journal ({type(exc).__name__}: {str(exc)[:80]}): the file "
+                            "is damaged; move it away and resume again (the journal is rebuilt from the parts)",
+                            where=str(self.path)) from None
 
     def rewrite(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Replace the file with exactly the batches of these records (resume, when the journal and the

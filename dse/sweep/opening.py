@@ -46,10 +46,18 @@ def open_run(spec: Spec | None, resume: str | Path | None, run_dir: str | Path |
     store = RunStore.open(resume)
     info = store.read_run()
     if spec is None:  # the space as it was given, validated again against today's model
-        spec = parse_spec(yaml.safe_load(info["spec_text"]), source=info.get("spec_source", str(store.run_json)),
-                          text=info["spec_text"], default_name=info.get("spec", {}).get("name", "space"), vocab=vocab)
-        if info.get("seed") is not None and info["seed"] != spec.search.seed:
-            spec = spec.with_search(seed=int(info["seed"]))
+        text, seed = info.get("spec_text"), info.get("seed")
+        try:
+            raw = yaml.safe_load(text) if isinstance(text, str) else None
+        except yaml.YAMLError:
+            raw = None
+        if not isinstance(raw, dict) or not (seed is None or (isinstance(seed, int) and not isinstance(seed, bool))):
+            raise UserError("run.json does not hold the run's space (spec_text) and seed as dse writes them: not a run "
+                            "directory dse wrote, or edited since", where=str(store.run_json))
+        spec = parse_spec(raw, source=info.get("spec_source", str(store.run_json)), text=text,
+                          default_name=info.get("spec", {}).get("name", "space"), vocab=vocab)
+        if seed is not None and seed != spec.search.seed:
+            spec = spec.with_search(seed=seed)
     if info.get("space_hash") and info["space_hash"] != spec.space_hash:
         raise UserError("the space changed since this run started; start a new run", where="--resume")
     return store, spec, info
