@@ -17,8 +17,11 @@ chunk), the others decode-only (objectives.serving.step times each). Then
     output tokens/s per instance = r OSL / step;     TTFT = pp (step / 2 + n_res T(D, P_c))
 
 with n_res = (b - D) / r steps in prefill (Little's law on the prefill phase; n_p unless the budget binds)
-and half a step of waiting for the step under way. TTFT leaves out waiting for admission: an offline
-benchmark that queues every request at once (trtllm-bench) reports minutes of queueing, which no
+and half a step of waiting for the step under way. With ``prefix_hit_frac`` h the ISL of the schedule is
+the prompt's uncached (1 - h) ISL, the tokens its prefill computes (objectives.serving.step; TensorRT-LLM
+KV cache reuse, vLLM automatic prefix caching, SGLang RadixAttention); the KV reserved, and the context
+decode reads, stay the whole prompt's (objectives.serving.memory). TTFT leaves out waiting for admission:
+an offline benchmark that queues every request at once (trtllm-bench) reports minutes of queueing, which no
 steady-state deployment has. E2E = TTFT + (OSL - 1) TPOT (inference-measurements.md 3.1).
 
 The operating point (``concurrency``): given; or, with ``request_rate_per_s`` (over the deployment's
@@ -59,7 +62,10 @@ def operating_point(step: StepModel, c, concurrency) -> dict[str, np.ndarray]:
     (the expert all-gather joins them), so a share 1 - (1 - p)^attn_dp of the steps runs at the mixed
     step's pace; with ``attn_dp_balance`` 1 (enable_balance) the groups take their prompts in the same
     steps, a share p mixed, every group with a chunk."""
-    isl, osl, pp, groups = c["input_len"], c["output_len"], c["pp"], c["attn_dp"]
+    osl, pp, groups = c["output_len"], c["pp"], c["attn_dp"]
+    # the prompt tokens a request's prefill computes: ISL, or its uncached (1 - h) ISL under prefix caching
+    # (objectives.serving.step, ``prefix_hit_frac``); the schedule below counts these
+    isl = step.prefill_tokens
     budget = c["token_budget"]
     total = budget * groups
     b = np.maximum(concurrency, 1e-9) / pp
@@ -138,7 +144,7 @@ class ServingBatching(PerDesign):
     }
 
     #: what the design part reads: the step's columns but the request shape (objectives.serving.step.step_design)
-    design_requires = tuple(k for k in STEP_COLUMNS if k not in ("input_len", "output_len"))
+    design_requires = tuple(k for k in STEP_COLUMNS if k not in ("input_len", "output_len", "prefix_hit_frac"))
 
     def design_compute(self, c, cal):
         """The step's constants of the design alone (objectives/serving/designs.py)."""

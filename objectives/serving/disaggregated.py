@@ -64,14 +64,20 @@ class DisaggregatedPools:
         self.c, self.p = c, p
         budget = memory["token_budget"]
         isl = c["input_len"]
-        self.prompts = np.maximum(np.floor(budget / isl), 1.0)  # whole prompts a group's step takes
-        self.chunk = np.minimum(self.prompts * isl, budget)  # prefill tokens of a group's step
-        self.n_chunks = np.maximum(np.ceil(isl / budget), 1.0)
-        # the prefill instance holds the KV of the prompts it is working on: at least one budget's worth
-        self.con_memory = (self.chunk * memory["kv_bytes_per_token_gpu"] / 1e9 - memory["kv_cache_gb"]) \
+        # the prompt tokens a prefill computes: ISL, or the uncached (1 - h) ISL (objectives.serving.step)
+        new = self.prefill.prefill_tokens
+        self.prompts = np.maximum(np.floor(budget / new), 1.0)  # whole prompts a group's step takes
+        self.chunk = np.minimum(self.prompts * new, budget)  # prefill tokens of a group's step
+        self.n_chunks = np.maximum(np.ceil(new / budget), 1.0)
+        # the prefill instance holds the KV of the prompts it is working on: at least one budget's worth,
+        # and their cached prefixes, h ISL each (its own cache: the prefix its prefill attends)
+        held = self.chunk + self.prompts * (isl - new)
+        self.con_memory = (held * memory["kv_bytes_per_token_gpu"] / 1e9 - memory["kv_cache_gb"]) \
             * (c["serving"] == 1)
         self.con_layout = memory["con_layout"] * (c["serving"] == 1)
-        kv = c["kv_bytes_per_token"] * isl  # bytes of one prompt's KV (full-attention layers)
+        # bytes of one prompt's KV (full-attention layers), the cached prefix's included: the decode instance
+        # is taken to hold none of it (a prefix cache on the decode side is not modelled)
+        kv = c["kv_bytes_per_token"] * isl
         lanes = np.minimum(p["n_gpus"], c["n_gpus"])
         inside = p["n_gpus"] + c["n_gpus"] <= c["scaleup_size"]
         tiers = Tiers(size=c["scaleup_size"], bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.base.scaleup_eff,

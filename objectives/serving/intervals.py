@@ -157,13 +157,13 @@ class ServingIntervals(PerDesign):
 
     requires = ("engine", "serving", "moe_experts", "kv_lora_rank", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
                 *(f for f in FEATURES if f != "generation"), *THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s",
-                "tokens_per_s_per_user")
+                "tokens_per_s_per_user", "prefix_hit_frac")
     provides = {
         "validated_distance_oct": "octaves; distance of the design from the published serving measurements of its "
                                   "engine, per axis (objectives/serving/intervals.py)",
         "interval_extrapolated": "bool; the design lies farther from the measurements than any held-out one did, or "
-                                 "runs what none measures (an engine without published runs, disaggregated): its "
-                                 "interval is a lower bound",
+                                 "runs what none measures (an engine without published runs, disaggregated, a prefix "
+                                 "cache): its interval is a lower bound",
         "interval_half_width_frac": "fraction; half the 80% interval of output_tokens_per_s_per_gpu over the prediction",
         **{f"{name}_{end}": f"{_UNITS[name]}; {'lower' if end == 'lo' else 'upper'} end of the 80% interval of {name}"
            for name in (*THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s", "tokens_per_s_per_user") for end in ("lo", "hi")},
@@ -225,7 +225,9 @@ class ServingIntervals(PerDesign):
         sigma = np.exp(_log_sigma_rest(d["log_sigma"], dist, unvalidated, params))
         q = params["quantile"]
         out = {"validated_distance_oct": np.broadcast_to(dist, shape),
-               "interval_extrapolated": np.broadcast_to((dist > d_cap) | (unvalidated > 0), shape)}
+               # no published serving run had a prefix cache (prefix_hit_frac > 0): unmeasured ground too
+               "interval_extrapolated": np.broadcast_to((dist > d_cap) | (unvalidated > 0) | (c["prefix_hit_frac"] > 0),
+                                                        shape)}
         # measured = predicted * exp(-log ratio): the low end of the ratio gives the high measurement
         fast, slow = np.exp(-sigma * q["lo"]), np.exp(-sigma * q["hi"])
         out["interval_half_width_frac"] = np.broadcast_to((fast - slow) / 2.0, shape)

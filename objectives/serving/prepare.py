@@ -9,7 +9,8 @@ weights' ``precision`` and the ``kv_precision`` of the KV cache, the ``engine``,
 ``concurrency`` (requests in flight per instance; blank: the largest that fits and meets the targets) or
 ``request_rate_per_s`` (requests per second over the deployment's ``replicas`` instances: the concurrency
 then follows from Little's law), ``ttft_slo_s`` and ``tpot_slo_s`` (blank: no target). ``max_batch_size``
-and ``max_num_tokens`` override the engine's defaults (blank: objectives.serving.engines). ``serving``
+and ``max_num_tokens`` override the engine's defaults (blank: objectives.serving.engines). ``prefix_hit_frac``
+(0 <= h < 1, default 0) is the share of each prompt served from a prefix cache (objectives.serving.step). ``serving``
 ``disaggregated`` adds a prefill instance (``prefill_n_gpus``, ``prefill_tp``, ... : objectives.serving.disaggregated).
 
 What the training model needs and serving does not describe (global batch, micro-batch, recompute, ZeRO)
@@ -50,6 +51,9 @@ SERVING_DEFAULTS: dict[str, float] = {
     # attention data parallelism: 1 where the groups take their prompts in the same steps (TensorRT-LLM
     # attention_dp_config enable_balance, off by default; objectives/serving/batching.py)
     "attn_dp_balance": 0.0,
+    # prefix caching: the share of each request's prompt tokens served from a prefix cache (0 <= h < 1; the
+    # prefill computes the rest, objectives/serving/step.py); 0, none: no published run in the validation has one
+    "prefix_hit_frac": 0.0,
     # disaggregated serving: the prefill instance's mapping (blank: the decode instance's; objectives/serving/disaggregated.py)
     "prefill_n_gpus": np.nan, "prefill_tp": np.nan, "prefill_pp": np.nan, "prefill_ep": np.nan, "prefill_attn_dp": np.nan,
 }
@@ -106,6 +110,7 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
             where = " and the catalog" if name.startswith(("gpu_", "scale", "nic")) else ""
             raise InputError(f"is required in a serving table (missing from the table{where})", column=name)
     fill_defaults(floats, SERVING_DEFAULTS, n)
+    _check_share(floats, "prefix_hit_frac")  # a blank cell is no prefix cache (0), as every defaulted column's
     # the GPU's vendor, which decides the engines that run on it (objectives/serving/engines.py; NaN: no catalog GPU)
     floats["gpu_vendor"] = vendor_codes(user["gpu"]) if "gpu" in user else np.broadcast_to(np.nan, (n,))
     heads = floats["n_heads"]
@@ -164,6 +169,16 @@ def _check_values(floats: Columns, distinct: dict[str, tuple[np.ndarray, np.ndar
     row = bad_row(frac > 1)
     if row is not None:
         raise InputError(f"{frac[row]:g} is not a share of memory (0 to 1)", column="kv_mem_frac", row=row)
+
+
+def _check_share(floats: Columns, name: str) -> None:
+    """Every cell of ``name`` a share 0 <= x < 1 (1 and beyond, negatives and infinities are InputErrors)."""
+    if name not in floats:
+        return
+    v = distinct_cells(floats[name])
+    row = bad_row(~((v >= 0) & (v < 1)))
+    if row is not None:
+        raise InputError(f"{v[row]:g} is not valid; needs a share 0 <= {name} < 1 (0: none)", column=name, row=row)
 
 
 def _check_mapping(floats: Columns) -> None:

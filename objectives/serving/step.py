@@ -43,8 +43,11 @@ same per operator, inference-measurements.md 2.5), and the classes add:
   bandwidth-bound, beside the GEMMs: negligible for wide dense layers, as large as the GEMMs for narrow
   experts with many copies a token.
 
+With ``prefix_hit_frac`` h (a share of each prompt served from a prefix cache) the prefill computes the
+uncached (1 - h) ISL tokens, each attending the whole context before it, the cached prefix included.
+
 Not modelled: load imbalance among attention groups beyond the prefill chunk, KV reads of earlier
-prefill chunks, speculative decoding.
+prefill chunks (and of a cached prefix), speculative decoding.
 """
 
 from __future__ import annotations
@@ -65,9 +68,9 @@ STEP_COLUMNS = (
     "n_layers", "n_moe_layers", "n_windowed_layers", "moe_experts", "moe_topk", "moe_shared_experts", "moe_all_to_all",
     "kv_lora_rank", "qk_rope_dim", "attn_qk_dim", "attn_v_dim", "attn_window", "attn_window_kind", "params_attn_layer",
     "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer", "precision",
-    "kv_precision", "engine", "input_len", "output_len", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s",
-    "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa3", "scaleup_size",
-    "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel", "host_grace",
+    "kv_precision", "engine", "input_len", "output_len", "prefix_hit_frac", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s",
+    "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa3",
+    "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel", "host_grace",
 )
 
 
@@ -96,9 +99,9 @@ _DESIGN_ATTRIBUTES = ("dense_mem", "dense_flop", "expert_mem", "imbalance", "exp
 
 def step_design(c, cal) -> dict[str, np.ndarray]:
     """The constants of a step that depend on the design alone: every column of STEP_COLUMNS but the
-    request's ``input_len`` and ``output_len`` (objectives/serving/designs.py computes them once per design):
-    the kernel classes' seconds per step and per token, communication, launch and host (module doc), and
-    the factors of the request's attention terms (:class:`StepModel`)."""
+    request's ``input_len``, ``output_len`` and ``prefix_hit_frac`` (objectives/serving/designs.py computes
+    them once per design): the kernel classes' seconds per step and per token, communication, launch and
+    host (module doc), and the factors of the request's attention terms (:class:`StepModel`)."""
     t, d, p = c["tp"], c["attn_dp"], c["pp"]
     g = t * d
     h, a = c["d_model"], c["n_heads"]
@@ -274,6 +277,13 @@ class StepModel:
         # attention over the request's context: decode reads every decoding request's KV (its mean context,
         # a window at most in a windowed layer), prefill attends ISL/2 keys a token (objectives.transformer)
         isl, osl = c["input_len"], c["output_len"]
+        # prefix caching: the prefill computes only the prompt's uncached suffix, (1 - h) ISL tokens
+        # (TensorRT-LLM KV cache reuse, enable_block_reuse; vLLM automatic prefix caching; SGLang
+        # RadixAttention, Zheng et al. 2024): its GEMMs, KV writes and activations per computed token. At
+        # least the last token is computed, for its logits (vLLM v1 kv_cache_manager get_computed_blocks: a
+        # hit of at most num_tokens - 1; SGLang Req._compute_max_prefix_len: input_len - 1)
+        hit = np.minimum(c["prefix_hit_frac"], 1.0 - 1.0 / isl)
+        self.prefill_tokens = isl * (1.0 - hit)
         full_layers, win_layers, bw = k["full_layers"], k["win_layers"], k["bw"]
         ctx = isl + 0.5 * osl  # mean context of a decoding request
         window = c["attn_window"]
@@ -281,11 +291,17 @@ class StepModel:
         ctx_win = np.where(window > 0, np.minimum(ctx, window), ctx) if windowed else ctx
         keys = full_layers * ctx + win_layers * ctx_win  # cached tokens read per decode token, over the stage
         self.attn_dec = np.maximum(k["kv_layer"] * keys / bw, k["dec_flop"] * keys / k["rate_dec"])
-        pre_keys = full_layers * 0.5 * isl  # attended_keys of a full causal layer: s / 2
+        # each computed token attends the whole context before it, the cached prefix's KV included (vLLM's
+        # prefill over a cached prefix, PR #2762: the new tokens' attention reads the prefix's KV): over
+        # positions hs..s of a causal layer, (s A(s) - hs A(hs)) / ((1 - h) s) keys a token, A =
+        # attended_keys; a full layer's s (1 + h) / 2 (s / 2 without a hit)
+        pre_keys = full_layers * 0.5 * isl * (1.0 + hit)
         if windowed:
-            pre_keys = pre_keys + win_layers * attended_keys(isl, window, c["attn_window_kind"])
+            kind = c["attn_window_kind"]
+            cached = np.maximum(hit * isl, 1e-9)  # no hit: h A(.) is 0 (a positive length, no 0 / 0)
+            pre_keys = pre_keys + win_layers * (attended_keys(isl, window, kind)
+                                                - hit * attended_keys(cached, window, kind)) / (1.0 - hit)
         self.pre_attn = k["pre_flop"] * pre_keys / k["rate_attn"]
-        self.isl = isl
 
     def time(self, dec, pre, mixed: bool, pre_stage=None) -> np.ndarray:
         """Seconds of one step with ``dec`` decode tokens over the stage (split over the attention groups)
@@ -299,7 +315,7 @@ class StepModel:
         gemms = np.maximum(self.dense_mem, self.dense_flop * (group + half)) \
             + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss),
                          self.expert_flop * (self.imbalance * stage + self.expert_half))
-        requests = dec_group + pre / self.isl  # sampling requests of the group
+        requests = dec_group + pre / self.prefill_tokens  # sampling requests of the group
         logits = np.maximum(self.logits_mem, self.logits_flop * (requests + half))
         gpu = gemms + logits + dec_group * self.attn_dec + pre * self.pre_attn + group * self.per_group_token \
             + stage * self.per_stage_token + self.comm0
