@@ -23,6 +23,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cluster", ("dse.cluster",)),
     ("store", ("dse.store", "dse.parquet", "dse.arrow", "dse.tables", "dse.train_logs")),
     ("report", ("dse.report",)),
+    ("launch", ("dse.launch",)),
     ("sweep", ("dse.sweep",)),
     ("command", ("dse.commands", "dse.cli")),
 )

@@ -15,6 +15,7 @@ declarative space (GPU type and count, cloud instance or owned, parallelism, net
 analytical model of step time, memory, failures, power and cost, each with an 80% interval.
 
   which design, and how sure?        dse sweep spaces/default.yaml   (then dse report RUN_DIR)
+  how do I run the chosen design?    dse launch RUN_DIR [N]   (engine config and launch command)
   what does this exact design do?    dse evaluate designs.csv -o out.parquet
   how far off is the model?          dse validate   (--kind serving)
   what may a space name?             dse catalog gpus|models|networks|storage|instances|metrics
@@ -28,6 +29,7 @@ COMMANDS = {
     "report": "dse.commands.report",
     "catalog": "dse.commands.catalog",
     "calibrate": "dse.commands.calibrate",
+    "launch": "dse.commands.launch",
 }
 
 
