@@ -26,7 +26,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from conftest import HOSTILE, HOSTILE_EXAMPLES  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from test_hostile_input import BASE_SPACE, PROFILE, _call, _check, hostile_values  # noqa: E402
+from test_hostile_input import BASE_SPACE, PROFILE, _call, _check, hostile_values, sweep_space  # noqa: E402
 
 #: where a hostile value goes in the space (a scalar or a list position)
 VALUE_PATHS = [("workload", "model"), ("workload", "train_tokens"), ("cluster", "gpu"), ("cluster", "n_gpus"),
@@ -86,12 +86,7 @@ def test_hostile_yaml_ends_in_one_line_or_a_run(case):
     kind, data = case
     work = Path(tempfile.mkdtemp(prefix="dse-hostile-"))
     try:
-        space = work / "space.yaml"
-        space.write_bytes(data)
-        rc, stderr, seconds = _call(["sweep", str(space), "--no-ray", "--quiet", "--trials", "8",
-                                     "--out", str(work / "run")])
-        HOSTILE["yaml"] += 1
-        HOSTILE["rejected" if rc == 2 else "accepted"] += 1
+        rc, stderr, seconds = sweep_space(data, work, "yaml")
         _check("sweep", rc, stderr, seconds, f"{kind} space ({len(data):,} bytes):\n{data[:300]!r}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -194,18 +194,24 @@ def _check(command: str, rc: int, stderr: str, seconds: float, what: str) -> Non
         assert "Traceback" not in stderr and not any("Warning" in line for line in lines), f"{what}:\n{stderr}"
 
 
+def sweep_space(data: bytes, work: Path, counter: str) -> tuple[int, str, float]:
+    """Write ``data`` as a space file in ``work`` and sweep it (8 trials, in this process); counted under
+    ``counter`` in :data:`conftest.HOSTILE`. (exit status, stderr, seconds)."""
+    space = work / "space.yaml"
+    space.write_bytes(data)
+    rc, stderr, seconds = _call(["sweep", str(space), "--no-ray", "--quiet", "--trials", "8", "--out", str(work / "run")])
+    HOSTILE[counter] += 1
+    HOSTILE["rejected" if rc == 2 else "accepted"] += 1
+    return rc, stderr, seconds
+
+
 @PROFILE
 @given(bad_spaces())
 def test_bad_spaces_end_in_one_line_or_infeasible_rows(case):
     kind, text = case
     work = Path(tempfile.mkdtemp(prefix="dse-hostile-"))
     try:
-        space = work / "space.yaml"
-        space.write_text(text)
-        rc, stderr, seconds = _call(["sweep", str(space), "--no-ray", "--quiet", "--trials", "8",
-                                     "--out", str(work / "run")])
-        HOSTILE["spaces"] += 1
-        HOSTILE["rejected" if rc == 2 else "accepted"] += 1
+        rc, stderr, seconds = sweep_space(text.encode(), work, "spaces")
         _check("sweep", rc, stderr, seconds, f"{kind} space:\n{text}")
         if rc == 0:  # accepted: every trial is a row, feasible or not
             import pandas as pd

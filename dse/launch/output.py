@@ -29,6 +29,15 @@ class Output:
             check_values(target, options)
         self.emitted.setdefault(target, []).extend(check(target, list(options)))
 
+    def kv_cache_dtype(self, kv_precision: str, names: dict[str, str], engine: str) -> str | None:
+        """The engine's ``--kv-cache-dtype`` value for the design's KV precision (``names``: precision -> the
+        engine's documented value); None, with a note, where the engine documents none for it."""
+        kv = names.get(kv_precision)
+        if kv is None:
+            self.notes.append(f"the design's KV cache is {kv_precision}; no {engine} --kv-cache-dtype for it is "
+                              "documented in dse/launch/options.yaml, so none is written (the engine's default, auto)")
+        return kv
+
     def merge(self, other: Output) -> Output:
         self.files.update(other.files)
         for target, names in other.emitted.items():

@@ -23,10 +23,7 @@ __all__ = ["sglang_files"]
 def sglang_files(inst: Instance, stem: str) -> tuple[Output, str]:
     """(no extra files, the launch_server command) for ``inst``."""
     out = Output()
-    kv = {"fp8": "fp8_e4m3", "bf16": "auto"}.get(inst.kv_precision)
-    if kv is None:
-        out.notes.append(f"the design's KV cache is {inst.kv_precision}; no SGLang --kv-cache-dtype for it is "
-                         "documented in dse/launch/options.yaml, so none is written (the engine's default, auto)")
+    kv = out.kv_cache_dtype(inst.kv_precision, {"fp8": "fp8_e4m3", "bf16": "auto"}, "SGLang")
     dp = inst.attn_dp > 1
     model = Raw(f'"${{MODEL:?set MODEL to a checkpoint of {inst.model} with {inst.precision} weights}}"')
     args = {"--tp-size": inst.tp * inst.attn_dp, "--pp-size": inst.pp,

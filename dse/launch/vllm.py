@@ -22,10 +22,7 @@ __all__ = ["vllm_files"]
 def vllm_files(inst: Instance, stem: str) -> tuple[Output, str]:
     """(no extra files, the ``vllm serve`` command) for ``inst``."""
     out = Output()
-    kv = {"fp8": "fp8", "bf16": "auto"}.get(inst.kv_precision)
-    if kv is None:
-        out.notes.append(f"the design's KV cache is {inst.kv_precision}; no vLLM --kv-cache-dtype for it is "
-                         "documented in dse/launch/options.yaml, so none is written (the engine's default, auto)")
+    kv = out.kv_cache_dtype(inst.kv_precision, {"fp8": "fp8", "bf16": "auto"}, "vLLM")
     if inst.ep > 1 and inst.ep != inst.tp * inst.attn_dp:
         out.notes.append(f"the {inst.role} instance's ep is {inst.ep}; vLLM's --enable-expert-parallel spreads "
                          f"the experts over all tp x dp = {inst.tp * inst.attn_dp} ranks")
