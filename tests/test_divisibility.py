@@ -222,6 +222,27 @@ def test_why_infeasible_counts_kinds():
                                      ("space: outside the space's constraints", 1, "space: outside the space's constraints")]
 
 
+def test_why_infeasible_names_the_space_constraint_and_the_best_value_reached():
+    """A deadline no design meets: the feasible designs it excludes are counted under that constraint, with the
+    best any feasible design reaches (the fastest: 6.56 days; a model-infeasible design's 0.3 days does not
+    count); the first constraint a design breaks names it; a constraint whose column the table lacks falls
+    back to the generic words."""
+    from dse.report.data import why_infeasible
+
+    frame = pd.DataFrame({"admissible": [False, False, False, False],
+                          "feasible": [True, True, True, False],
+                          "infeasible_reason": ["", "", "", "memory: 97.3 GB needed, 75.1 GB usable"],
+                          "time_to_train_days": [6.56, 9.0, 12.0, 0.3],
+                          "facility_power_peak_mw": [40.0, 10.0, 10.0, 1.0]})
+    why = why_infeasible(frame, constraints=["facility_power_peak_mw <= 30", "time_to_train_days <= 0.5"])
+    assert why == [("space: time_to_train_days <= #: the best design reaches #", 2,
+                    "space: time_to_train_days <= 0.5: the best design reaches 6.56"),
+                   ("memory: # GB needed, # GB usable", 1, "memory: 97.3 GB needed, 75.1 GB usable"),
+                   ("space: facility_power_peak_mw <= #: the best design reaches #", 1,
+                    "space: facility_power_peak_mw <= 30: the best design reaches 10")]
+    assert why_infeasible(frame, constraints=["bogus_metric <= 1"])[0][0] == "space: outside the space's constraints"
+
+
 def test_sweep_closing_table_says_why(tmp_path, capsys):
     """The default space on 1,000 and 2,000 GPUs (2^3 * 5^3 and 2^4 * 5^3): dp = n_gpus / (tp*pp*cp) is a
     power of two dividing the global batch of 1,024 only if tp*pp*cp holds the 5^3 = 125, which no default

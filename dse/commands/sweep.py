@@ -100,16 +100,22 @@ def _print_why_infeasible(store: RunStore) -> None:
     """The closing table's last lines: how many designs each kind of reason kept off the front."""
     from dse.report.data import why_infeasible
 
+    try:
+        constraints = store.read_run()["spec"].get("constraints") or []
+    except Exception:
+        constraints = []
+    metrics = [c.split()[0] for c in constraints if isinstance(c, str) and c.split()]
     trials = None
-    for columns in (["admissible", "infeasible_reason"], ["admissible"]):  # a custom scorer may give no reasons
+    for columns in (["admissible", "infeasible_reason", "feasible", *metrics], ["admissible", "infeasible_reason"],
+                    ["admissible"]):  # a custom scorer may give no reasons
         try:
-            trials = store.read_trials(columns=columns)
+            trials = store.read_trials(columns=list(dict.fromkeys(columns)))
             break
         except Exception:
             continue
     if trials is None:
         return
-    why = why_infeasible(trials, top=6)
+    why = why_infeasible(trials, top=6, constraints=constraints)
     if why:
         print("\nwhy designs were infeasible (numbers as #):")
         for kind, n, example in why:

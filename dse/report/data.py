@@ -160,15 +160,18 @@ def ties(front: pd.DataFrame, objectives) -> list[list[int]]:
     return [[int(j) + 1 for j in np.flatnonzero(row)] for row in overlap]
 
 
-def why_infeasible(trials: pd.DataFrame, top: int = 8) -> list[tuple[str, int, str]]:
+def why_infeasible(trials: pd.DataFrame, top: int = 8, constraints: Sequence[str] = ()) -> list[tuple[str, int, str]]:
     """(kind, designs, an example reason) for the designs that are not admissible, most first: the model's
-    ``infeasible_reason`` with its numbers left out ('memory: # GB needed, # GB usable'), or 'space: outside
-    the space's constraints' for a feasible design a constraint of the space excludes."""
+    ``infeasible_reason`` with its numbers left out ('memory: # GB needed, # GB usable'), or, for a design the
+    model finds feasible and a constraint of the space excludes, that constraint and the best value any
+    feasible design reaches ('space: time_to_train_days <= 0.5: the best design reaches 6.56'), the first
+    constraint it breaks (``constraints``: run.json's ``spec.constraints``); 'space: outside the space's
+    constraints' where the table lacks the constraint's column."""
     if "admissible" not in trials or trials.empty:
         return []
     out = trials.loc[~trials["admissible"].astype(bool)]
     reason = out["infeasible_reason"].fillna("").astype(str) if "infeasible_reason" in out else pd.Series("", out.index)
-    reason = reason.where(reason != "", "space: outside the space's constraints")
+    reason = reason.where(reason != "", _space_reasons(trials, out, constraints))
     counts = reason.value_counts()  # per distinct reason, then their numbers left out
     kinds: dict[str, list] = {}
     for text, n in sorted(counts.items(), key=lambda tn: (-tn[1], tn[0])):
@@ -177,6 +180,27 @@ def why_infeasible(trials: pd.DataFrame, top: int = 8) -> list[tuple[str, int, s
         entry[0] += int(n)
     ranked = sorted(kinds.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
     return [(kind, n, example) for kind, (n, example) in ranked]
+
+
+def _space_reasons(trials: pd.DataFrame, out: pd.DataFrame, constraints: Sequence[str]) -> pd.Series:
+    """For each of ``out``'s rows, the first space constraint it breaks and the best value the model's feasible
+    designs reach on it; the generic text where none can be named."""
+    from dse.spec.schema import Constraint
+
+    said = pd.Series("space: outside the space's constraints", index=out.index)
+    feasible = trials["feasible"].astype(bool) if "feasible" in trials else pd.Series(True, index=trials.index)
+    named = pd.Series(False, index=out.index)
+    for c in filter(None, map(Constraint.from_text, constraints)):
+        if c.column not in trials:
+            continue
+        values = pd.to_numeric(trials[c.column], errors="coerce")
+        reach = values[feasible]
+        best = reach.min() if c.op in ("<=", "<") else reach.max()
+        broken = ~named & (c.violation(out[c.column].to_numpy(dtype=np.float64)) > 0)
+        if np.isfinite(best):
+            said[broken] = f"space: {c.text}: the best design reaches {fmt(best)}"
+        named |= broken
+    return said
 
 
 def fmt(v: Any) -> str:

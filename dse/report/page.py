@@ -245,7 +245,7 @@ def infeasible_section(runs: list[Run]) -> str:
     """A small table per run: how many designs each kind of reason kept off the front."""
     out = []
     for run in runs:
-        why = why_infeasible(run.trials)
+        why = why_infeasible(run.trials, constraints=run.info.get("spec", {}).get("constraints") or ())
         if why:
             head = f"<h3>{escape(run.name)}</h3>" if len(runs) > 1 else ""
             out.append(head + table(["designs", "reason", "example"], [[n, kind, ex] for kind, n, ex in why],

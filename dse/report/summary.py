@@ -197,7 +197,7 @@ def markdown(runs: list[Run], ranked: pd.DataFrame | None, files: dict[str, str]
                  + "."), "",
               _md_table((["run"] if multi else []) + ["#", "design"] + metrics, rows), ""]
     for run in runs:
-        why = why_infeasible(run.trials)
+        why = why_infeasible(run.trials, constraints=run.info.get("spec", {}).get("constraints") or ())
         if why:
             parts += [f"## Why designs were infeasible{f' ({run.name})' if multi else ''}", "",
                       _md_table(["designs", "reason", "example"], [[n, kind, example] for kind, n, example in why]), ""]

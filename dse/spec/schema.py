@@ -66,6 +66,18 @@ class Constraint:
     def text(self) -> str:
         return f"{self.column} {self.op} {self.bound:g}"
 
+    @classmethod
+    def from_text(cls, text: object) -> Constraint | None:
+        """The constraint a resolved space stores as text (:attr:`text`, run.json ``spec.constraints``); None
+        for anything else."""
+        parts = text.split() if isinstance(text, str) else []
+        if len(parts) != 3 or parts[1] not in ("<=", ">=", "<", ">"):
+            return None
+        try:
+            return cls(parts[0], parts[1], float(parts[2]))
+        except ValueError:
+            return None
+
     def violation(self, values: ArrayLike) -> np.ndarray:
         """Signed violation (<= 0 satisfied), scaled by ``|bound|`` so constraints add up fairly."""
         import numpy as np
