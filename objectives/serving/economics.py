@@ -51,6 +51,8 @@ class ServingEconomics(Model):
         "usd_per_hr": "USD; the deployment's cost per hour (owned: amortized, upkeep, energy; cloud: GPU-hours)",
         "usd_per_mtok_out": "USD; cost per million output tokens at the operating point",
         "energy_j_per_tok_out": "J; facility energy per output token",
+        "billed_idle_gpus": "count; GPUs paid for and serving nothing: a rented deployment's whole instances "
+                            "(instance_gpus) beyond its GPUs (0 owned, or priced per GPU; objectives/serving/rentals.py)",
     }
 
     def compute(self, c, cal):
@@ -88,4 +90,5 @@ class ServingEconomics(Model):
             "usd_per_hr": per_hr,
             "usd_per_mtok_out": per_hr / (tokens * 3600.0) * 1e6,
             "energy_j_per_tok_out": power * 1e6 / tokens,
+            "billed_idle_gpus": np.where(cloud, billed - gpus, 0.0),  # NaN instance_gpus: billed per GPU, none idle
         }

@@ -21,7 +21,6 @@ from objectives.serving.intervals import ServingIntervals
 from objectives.serving.memory import ServingMemory
 from objectives.serving.prepare import SERVING_CATEGORIES, prepare_serving
 from objectives.serving.reasons import ServingFeasible, serving_infeasible_reason
-from objectives.serving.rentals import ServingRental
 from objectives.table import Columns, is_constant
 
 __all__ = ["SERVING_MODELS", "SERVING_PERFORMANCE_MODELS", "SERVING_METRICS", "evaluate_serving", "run_serving"]
@@ -31,7 +30,7 @@ SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (ServingParameters(), ServingMem
                                                   ServingFeasible())
 #: and the deployment's economics (the GPUs a rental leaves idle beside them), then the 80% intervals
 #: (objectives/serving/intervals.py)
-SERVING_MODELS: tuple[Model, ...] = SERVING_PERFORMANCE_MODELS + (ServingEconomics(), ServingRental(), ServingIntervals())
+SERVING_MODELS: tuple[Model, ...] = SERVING_PERFORMANCE_MODELS + (ServingEconomics(), ServingIntervals())
 CHUNK_ROWS = 1 << 15
 
 

@@ -7,7 +7,7 @@ instances of the model as fit in the instances it pays for anyway (:func:`fill_i
 deployment on an 8-GPU instance 8 replicas, a 2-GPU one 4, a 16-GPU one 1 (two whole instances), a 3-GPU
 one 2 (6 of the 8 GPUs; 2 idle). The bill is the same; the tokens grow with the replicas. Where the row
 fixes ``replicas`` it keeps them and pays for the whole instances all the same: ``billed_idle_gpus`` (GPUs
-paid for but serving nothing) says how many (:class:`ServingRental`). Owned rows pay for their GPUs alone
+paid for but serving nothing, objectives/serving/economics.py, beside the bill) says how many. Owned rows pay for their GPUs alone
 (0 idle here; a vendor's whole servers are objectives.rental's concern for training).
 
 Disaggregated rows round their decode + prefill total: k decode instances of n GPUs need j = ceil(k x
@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.base import Model
-
-__all__ = ["fill_instances", "ServingRental"]
+__all__ = ["fill_instances"]
 
 
 def fill_instances(replicas, n_gpus, ratio, prefill_gpus, instance_gpus) -> np.ndarray:
@@ -46,18 +44,3 @@ def fill_instances(replicas, n_gpus, ratio, prefill_gpus, instance_gpus) -> np.n
         best = np.maximum(best, np.where(np.isfinite(k), k, replicas))
     return best
 
-
-class ServingRental(Model):
-    """The GPUs a rented deployment pays for and leaves idle (module doc)."""
-
-    requires = ("deployment_gpus", "cost_mode", "instance_gpus")
-    provides = {
-        "billed_idle_gpus": "count; GPUs paid for and serving nothing: a rented deployment's whole instances "
-                            "(instance_gpus) beyond its GPUs (0 owned, or priced per GPU)",
-    }
-
-    def compute(self, c, cal):
-        gpus, per_instance = c["deployment_gpus"], c["instance_gpus"]
-        rented = (c["cost_mode"] == 1) & (per_instance > 0)  # NaN (no instance): priced per GPU
-        billed = np.ceil(gpus / np.where(rented, per_instance, 1.0)) * np.where(rented, per_instance, 1.0)
-        return {"billed_idle_gpus": np.where(rented, billed - gpus, 0.0)}
