@@ -32,9 +32,6 @@ __all__ = ["load_spec", "parse_spec", "MAX_SEED", "MAX_CHOICES", "MAX_TRIALS"]
 #: the largest seed the samplers' random generator takes (numpy's MT19937 legacy seeding: 2**32 - 1)
 MAX_SEED = 2**32 - 1
 
-_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$")
-
-
 #: the most choices one dimension may list, and the most trials a search may ask for: stated ceilings (a
 #: million-value list took minutes to check; trials 1e308 ran without bound)
 MAX_CHOICES = 10_000
@@ -365,14 +362,14 @@ def _parse_constraints(ck: _Checker, raw) -> list[Constraint]:
     out = []
     for i, item in enumerate(raw):
         path = f"constraints[{i}]"
-        m = _CONSTRAINT_RE.match(item) if isinstance(item, str) else None
-        if m is None:
+        c = Constraint.from_text(item)
+        if c is None:
             ck.fail(path, f"{_show(item)} is not 'COLUMN <= NUMBER' or 'COLUMN >= NUMBER'")
-        column, op, bound = m.group(1), m.group(2), float(m.group(3))
+        column = c.column
         ck.column(column, path, metrics_too=True)
         if ck.vocab.is_text(column):
             ck.fail(path, f"{column} is a name, not a number to compare")
-        out.append(Constraint(column, op, bound))
+        out.append(c)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,9 @@ class Objective:
     direction: str  # "min" or "max"
 
 
+#: a space's constraint: ``COLUMN <= NUMBER`` (or >=, <, >)
+CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$")
+
 @dataclass(frozen=True)
 class Constraint:
     """``column op bound``; :meth:`violation` is > 0 where violated, relative to the bound's size."""
@@ -68,15 +72,10 @@ class Constraint:
 
     @classmethod
     def from_text(cls, text: object) -> Constraint | None:
-        """The constraint a resolved space stores as text (:attr:`text`, run.json ``spec.constraints``); None
-        for anything else."""
-        parts = text.split() if isinstance(text, str) else []
-        if len(parts) != 3 or parts[1] not in ("<=", ">=", "<", ">"):
-            return None
-        try:
-            return cls(parts[0], parts[1], float(parts[2]))
-        except ValueError:
-            return None
+        """``COLUMN OP NUMBER`` as a space writes it (and run.json ``spec.constraints`` stores it, :attr:`text`);
+        None for anything else."""
+        m = CONSTRAINT_RE.match(text) if isinstance(text, str) else None
+        return cls(m.group(1), m.group(2), float(m.group(3))) if m else None
 
     def violation(self, values: ArrayLike) -> np.ndarray:
         """Signed violation (<= 0 satisfied), scaled by ``|bound|`` so constraints add up fairly."""
