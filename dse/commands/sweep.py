@@ -104,7 +104,9 @@ def _print_why_infeasible(store: RunStore) -> None:
         constraints = store.read_run()["spec"].get("constraints") or []
     except Exception:
         constraints = []
-    metrics = [c.split()[0] for c in constraints if isinstance(c, str) and c.split()]
+    from dse.spec.schema import Constraint
+
+    metrics = [c.column for c in filter(None, map(Constraint.from_text, constraints))]
     trials = None
     for columns in (["admissible", "infeasible_reason", "feasible", *metrics], ["admissible", "infeasible_reason"],
                     ["admissible"]):  # a custom scorer may give no reasons
