@@ -238,6 +238,21 @@ LLAMA_OFFLOAD = {
     ("gb200", 64, 1, 1): "activation offloading to host memory (cpu_offloading_num_layers 20 in bf16, 40 in fp8)",
     ("gb300", 64, 1, 1): "activation offloading to host memory (cpu_offloading_num_layers 30 in bf16, 20 in fp8)",
     ("b200", 64, 1, 1): "activation offloading to host memory (cpu_offloading_num_layers 5 in fp8)",
+    # Llama 3.1 405B on 128 GB200, fp8 (25.09): Megatron-Bridge v0.1.0rc3
+    # scripts/performance/configs/llama31/llama31_405b_llm_pretrain.yaml, gb200 fp8_cs/fp8_ds: tp 2, pp 1, FSDP
+    ("gb200", 128, 2, 1): "activation offloading to host memory (cpu_offloading_num_layers 95 of 126 in fp8)",
+}
+# Megatron-Bridge table rows whose mapping cells contradict the recipe of their container, read as the recipe
+# (data quality, never the model's error): run_id -> (cells, evidence). The 26.02.01 table gives Llama 3 70B
+# MXFP8 on 64 GB300 as pp 4, vp blank, mbs 2; the recipe of that release (Megatron-Bridge v0.3.0 and v0.3.1,
+# scripts/performance/configs/llama/llama3_workload_base_configs.py, LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2)
+# is pp 4, vp 5, micro-batch 1 (WorkloadBaseConfig default), and its 4,798 tokens/s/GPU lies between the
+# recipe's 4,596 in 26.02 (run 287) and 4,742 in 26.04 (run 207).
+RECIPE_CORRECTIONS = {
+    "251": ({"vp": 5, "micro_batch": 1},
+            "mapping read as its release's recipe (Megatron-Bridge v0.3.x LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2: "
+            "pp 4, vp 5, micro-batch 1); the table's vp blank and mbs 2 contradict it, and its throughput lies "
+            "between that recipe's 26.02 and 26.04 measurements"),
 }
 ARCH_EXTRAS = {
     "deepseek-v3": dict(q_lora_rank="1536", kv_lora_rank="512", qk_rope_dim="64", qk_nope_dim="128", v_head_dim="128",
@@ -360,6 +375,11 @@ def build(rows):
         # ---- mapping
         tp, pp, cp, ep = ival(r["tp"]), ival(r["pp"]), ival(r["cp"]), ival(r["ep"])
         vp = ival(r["vp"])
+        if r["row_id"] in RECIPE_CORRECTIONS:
+            cells, evidence = RECIPE_CORRECTIONS[r["row_id"]]
+            vp = cells.get("vp", vp)
+            r = dict(r, micro_batch=str(cells.get("micro_batch", r["micro_batch"])))
+            notes.append(evidence)
         if key == "mcore-readme-2024-strong":
             tp = pp = None
             notes.append("tp/pp not published (the source data assumed TP8 PP6 from the weak-scaling "
