@@ -30,6 +30,7 @@ COMMANDS = {
     "catalog": "dse.commands.catalog",
     "calibrate": "dse.commands.calibrate",
     "launch": "dse.commands.launch",
+    "whatif": "dse.commands.whatif",
 }
 
 
