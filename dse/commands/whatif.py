@@ -40,10 +40,10 @@ def run(args: argparse.Namespace) -> int:
     r = load_run(args.run_dir)
     names = design_names(r.front, r.design_columns) if not r.front.empty else []
     tables = []
-    for field, values in varies:
+    for i, (field, values) in enumerate(varies):
         t = whatif(r, field, values)
         tables.append(t)
-        print(whatif_text(r, t, names, args.show))
+        print(("\n" if i else "") + whatif_text(r, t, names, args.show))
     if args.out:
         from dse.tables import write_table
 

@@ -160,8 +160,11 @@ def whatif_text(run: Run, table: pd.DataFrame, names: Sequence[str], show: int =
             continue
         said = [f"{m} {np.median(ok[f'{m}_after'] / ok[f'{m}_before'] - 1) * 100:+.1f}%" for m in run.objectives]
         if "worth" in ok:
-            said.append(f"worth {_amount(money, float(np.median(ok['worth'])))} of {money} (median)")
-        lines.append(head + ", ".join(said) + f" over {len(ok)} of {len(part)} designs")
+            said.append(f"worth {_amount(money, float(np.median(ok['worth'])))} of {money}")
+            be = (ok["break_even_price"] / ok["price"] - 1.0).dropna()
+            if len(be):
+                said.append(f"break-even at {np.median(be) * 100:+.1f}% on the price")
+        lines.append(head + ", ".join(said) + f" (medians over {len(ok)} of {len(part)} designs)")
         for _, r in part.head(show).iterrows():
             i = int(r["design"]) - 1
             if not r["feasible"]:
