@@ -53,21 +53,43 @@ upper), measured on fleets of 1 to 32 nodes and unvalidated beyond; 1 on every o
 a time or a cost goes with the upper bound of the throughput. The upper bound of the throughput stops where
 every model FLOP would run at the GPU's measured large-GEMM rate (``mfu`` at the GEMM efficiency of its
 precision, objectives.steptime), which no run exceeds.
+
+A design on a system whose figures are announced or estimated (objectives/catalog/estimates.py) carries
+their range on top: ``catalog_range_lo_frac`` / ``catalog_range_hi_frac`` (the throughput at the catalog's
+low / high figures over the prediction's, a bound) are the least of the low / high fractions
+(``<field>_lo_frac`` = low / value) of the figures it runs on: the peak of its precision, HBM capacity and
+bandwidth, the scale-up and the NIC bandwidth. Why the least and not a product or a root-sum-square: the
+step time is a sum of terms each of which scales as the inverse of at most one of these figures (compute
+with the peak, memory-bound kernels with the HBM bandwidth, each collective with its link; objectives.compute,
+objectives.communication), so with every figure at its low end no term grows by more than 1 / the least
+fraction, and the throughput falls by at most that factor; likewise it rises by at most the largest high
+fraction. How much each figure weighs in a row (its elasticity, 0 to 1) is not known without running the
+model again, so the worst field bounds it; HBM capacity enters no time term (too little of it forces another
+mapping or recompute), and its fraction is taken as the same kind of bound, a conservative stand-in. The
+model's own interval holds for each value inside the range (the range is a set of possible specs, not a
+distribution), so the union over the range is the product: low end ``slow * catalog_range_lo_frac``, high
+end ``fast * catalog_range_hi_frac``, the GEMM-rate ceiling applied to ``fast`` first at the catalog value.
+Example: a GEMM-bound design at 10,000 tokens/s on a part announced at 50 PF but possibly 25 PF dense
+(lo_frac 0.5) with a model interval [0.8, 1.15] x gets [0.8 x 0.5, 1.15 x 1.0] x = [4,000, 11,500] tokens/s.
+``catalog_estimated`` marks a design on an announced, unshipped system; it is always ``interval_extrapolated``:
+no published run validates it, so its interval is a lower bound on the uncertainty.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import numpy as np
 
 from objectives.base import Model, as_codes, lookup, select
+from objectives.catalog.estimates import RANGE_COLUMNS
 from objectives.columns import per_value
 from objectives.table import is_constant
 
 __all__ = ["Intervals", "FEATURES", "AXES", "INTERVAL_PATH", "LEVEL", "generation", "feature_octaves", "ground_keys",
-           "distance_oct", "log_band", "load_params"]
+           "distance_oct", "log_band", "load_params", "catalog_range"]
 
 INTERVAL_PATH = Path(__file__).parent / "catalog" / "intervals.json"
 #: the share of measurements an interval is meant to hold
@@ -152,6 +174,19 @@ def log_band(stack: np.ndarray, moe: np.ndarray, dist: np.ndarray, params: dict,
     return sigma * params["quantile"]["lo"], sigma * params["quantile"]["hi"], sigma
 
 
+def catalog_range(c) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi): the throughput's bounds over the catalog ranges of the figures a row runs on, as fractions
+    of the prediction: the least low fraction and the largest high fraction (module doc); the peak is the
+    row's precision's."""
+    code = as_codes(c["precision"])
+    ends = []
+    for end, pick in (("lo", np.minimum), ("hi", np.maximum)):
+        peak = select(code, tuple(c[f"gpu_{p}_tflop_s_{end}_frac"] for p in ("bf16", "fp8", "fp4")))
+        links = (c[f"{f}_{end}_frac"] for f in ("gpu_hbm_gb", "gpu_hbm_tbyte_s", "scaleup_gbyte_s", "nic_gbyte_s"))
+        ends.append(functools.reduce(pick, links, peak))
+    return ends[0], ends[1]
+
+
 _CACHE: dict[str, tuple[dict, dict[str, tuple[np.ndarray, np.ndarray]]]] = {}
 
 
@@ -169,11 +204,16 @@ class Intervals(Model):
 
     requires = ("stack", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8",
                 "gpu_gemm_eff_fp4", "moe_experts", *(f for f in FEATURES if f != "generation"),
-                *THROUGHPUT, *TIME, "goodput", "goodput_preempt_min", "goodput_preempt_max")
+                *THROUGHPUT, *TIME, "goodput", "goodput_preempt_min", "goodput_preempt_max", *RANGE_COLUMNS)
     provides = {
         "validated_distance_oct": "octaves; distance of the design from the validated runs of its stack, per axis",
         "interval_extrapolated": "bool; the design lies farther from the validated runs than any held-out run did",
         "interval_half_width_frac": "fraction; half the 80% interval of tokens_per_s_per_gpu over the prediction",
+        "catalog_range_lo_frac": "fraction; throughput at the catalog's low figures over the prediction's (a bound: the "
+                                 "least low / value of the peak, HBM and link figures the design runs on; 1 without a range)",
+        "catalog_range_hi_frac": "fraction; throughput at the catalog's high figures over the prediction's (the largest "
+                                 "high / value; 1 without a range)",
+        "catalog_estimated": "bool; the GPU system is announced, not shipped: its figures are announced or estimated",
         **{f"{name}_{end}": f"{_UNITS[name]}; {'lower' if end == 'lo' else 'upper'} end of the 80% interval of {name}"
            for name in THROUGHPUT + TIME for end in ("lo", "hi")},
     }
@@ -198,8 +238,12 @@ class Intervals(Model):
         with np.errstate(divide="ignore", invalid="ignore"):
             roof = eff / c["mfu"]
         fast = np.where(roof >= 1.0, np.minimum(fast, roof), fast)
-        out = {"validated_distance_oct": dist, "interval_extrapolated": dist > params["scale"]["d_cap"],
-               "interval_half_width_frac": (fast - slow) / 2.0}
+        lo_frac, hi_frac = catalog_range(c)  # an announced or estimated figure's range, on top (module doc)
+        fast, slow = fast * hi_frac, slow * lo_frac
+        announced = c["gpu_announced"] > 0
+        out = {"validated_distance_oct": dist, "interval_extrapolated": (dist > params["scale"]["d_cap"]) | announced,
+               "interval_half_width_frac": (fast - slow) / 2.0, "catalog_range_lo_frac": lo_frac,
+               "catalog_range_hi_frac": hi_frac, "catalog_estimated": announced}
         for name in THROUGHPUT:
             out[f"{name}_lo"] = c[name] * slow
             out[f"{name}_hi"] = c[name] * fast

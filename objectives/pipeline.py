@@ -31,6 +31,7 @@ from objectives.communication import Communication
 from objectives.compute import ComputeTime
 from objectives.cost import Cost
 from objectives.divisibility import Job, input_errors
+from objectives.facility import FACILITY_DEFAULTS, Facility
 from objectives.intervals import Intervals
 from objectives.layout import Layout
 from objectives.memory import Memory
@@ -59,7 +60,8 @@ MAPPING_MODELS: tuple[Model, ...] = (Layout(), Memory(), ComputeTime(), Communic
 #: the economics of a design run on its chosen mapping (the mapping search ranks on step time and runs
 #: these only on each design's winner), then the 80% intervals of the throughput and of every time, cost
 #: and energy figure that follows from it
-ECONOMICS_MODELS: tuple[Model, ...] = (Rental(), Checkpoint(), Reliability(), Power(), Cost(), Breakeven(), Intervals())
+ECONOMICS_MODELS: tuple[Model, ...] = (Rental(), Checkpoint(), Reliability(), Power(), Facility(), Cost(), Breakeven(),
+                                       Intervals())
 #: the training performance model alone: transformer arithmetic .. step time, no economics
 TRAINING_MODELS: tuple[Model, ...] = DESIGN_MODELS + MAPPING_MODELS
 MODELS: tuple[Model, ...] = TRAINING_MODELS + ECONOMICS_MODELS
@@ -86,10 +88,11 @@ DEFAULTS: dict[str, float] = {
     "ckpt_mode": 0.0, "cost_mode": 0.0, "ckpt_every_s": np.nan, "storage_units_min": np.nan, "dataset_tb": np.nan,
     # GPU columns a table without a `gpu` id may lack (costs and power come out NaN, or from gpu_tdp_w)
     "gpu_tdp_w": np.nan, "gpu_exp_tera_s": np.nan, "server_usd_per_gpu": np.nan, "server_w_per_gpu": np.nan, "server_gpus": np.nan,
-    "cloud_usd_per_gpu_hr": np.nan,
+    "cloud_usd_per_gpu_hr": np.nan, **catalog.RANGE_DEFAULTS,  # no catalog range, not announced (catalog/estimates.py)
     # renting (objectives/catalog/instances.py): none (owned), on demand; what an instance sets, where none
     "instance": 0.0, "pricing": 0.0, "net_transport_latency_s": 0.0, "instance_gpus": np.nan,
     "storage_object_usd_per_tb_month": np.nan, "rental_max_gpus": np.inf,
+    **FACILITY_DEFAULTS,  # no facility budget, no rack limit (objectives/facility.py)
     # the rental an owned design is weighed against (objectives/catalog/offers.py), where the table has no GPU id
     "rental_usd_per_gpu_hr": np.nan, "rental_instance": 0.0,
     # spot preemption (objectives/preemption.py): none; a preemptible row's figures are its provider's

@@ -1,9 +1,11 @@
 """Why a row is infeasible, in words: built at the output boundary from the ``con_*`` columns and rule codes.
 
 ``infeasible_reason`` is '' for a feasible row and one 'kind: what, by how much' line for the others, the
-first constraint broken in this order: a rented design without a published price at its pricing
-(``con_price``) or larger than its instance's advertised cluster (``con_rental_gpus``, objectives.rental;
-one instance where its provider publishes no cluster fabric),
+first constraint broken in this order: a rented design without a published price at its pricing, an owned
+one without a published system price, a design without a published power (``con_price`` 1, 2, 3; an
+announced system, objectives.rental) or larger than its instance's advertised cluster (``con_rental_gpus``,
+objectives.rental; one instance where its provider publishes no cluster fabric), an owned design's rack above the site's limit
+(``con_rack_kw``) or its peak above the facility's power (``con_facility_mw``, objectives.facility),
 a mapping search with no candidate left (``search_lost_rule``), a layout or schedule rule (``layout_rule``,
 :mod:`objectives.divisibility`), tensor cores for the precision, memory, a spot job preempted faster than it
 recovers (``con_preempt``, objectives.reliability). Text is formatted once per
@@ -29,7 +31,8 @@ REASON_COLUMNS = frozenset({"feasible", "con_layout", "layout_rule", "con_precis
                             "hbm_usable_gb", "layers_per_stage", "layers_first_stage", "layers_last_stage", "dp",
                             "n_microbatches", "etp", "con_price", "con_rental_gpus", "con_preempt",
                             "job_mtbp_h", "restart_s", "ckpt_lag_s", "instance_gpus", "server_gpus",
-                            "spot_reacquire_s"})
+                            "spot_reacquire_s", "con_rack_kw", "rack_kw", "rack_kw_max", "con_facility_mw",
+                            "facility_power_peak_mw", "facility_mw"})
 
 
 def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -43,17 +46,32 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
     todo = ~np.asarray(cols["feasible"], dtype=bool)
     if not todo.any():
         return out
-    price = todo & (col("con_price") > 0)
+    price = todo & (col("con_price") == 1)
     if price.any():
         rented = _labels("instance", col("instance")[price])
         rented = np.where(rented == "owned", "this GPU", rented)  # a cloud row naming no instance and no price
         out[price] = join_text(["price: no published price for ", rented, " at ",
                                 _labels("pricing", col("pricing")[price])], int(price.sum()))
+    out[todo & (col("con_price") == 2)] = ("price: no published price to buy this GPU system (server_usd_per_gpu; "
+                                           "an announced system: set it as a what-if)")
+    out[todo & (col("con_price") == 3)] = ("power: no published power for this GPU system (gpu_tdp_w; an announced "
+                                           "system: set it as a what-if)")
+    price = todo & (col("con_price") > 0)
     todo &= ~price
     size = todo & (col("con_rental_gpus") > 0)
     if size.any():
         out[size] = _rental_reasons(col, size)
     todo &= ~size
+    rack = todo & (col("con_rack_kw") > 0)
+    if rack.any():  # 'rack power: 126 kW > rack_kw_max 120'
+        out[rack] = join_text(["rack power: ", number_text(col("rack_kw")[rack], ",.4g"), " kW > rack_kw_max ",
+                               number_text(col("rack_kw_max")[rack], ",.4g")], int(rack.sum()))
+    todo &= ~rack
+    site = todo & (col("con_facility_mw") > 0)
+    if site.any():  # 'facility power: 116.9 MW peak > facility_mw 100'
+        out[site] = join_text(["facility power: ", number_text(col("facility_power_peak_mw")[site], ",.1f"),
+                               " MW peak > facility_mw ", number_text(col("facility_mw")[site], ",.6g")], int(site.sum()))
+    todo &= ~site
     lost = todo & (col(LOST_RULE) > 0)
     if lost.any():
         out[lost] = _subset_reasons(cols, n, lost, col(LOST_RULE), lost_rule=True)

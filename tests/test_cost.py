@@ -222,9 +222,14 @@ def test_prices_catalog_has_sources():
             assert f"[{key}]" in sources, (name, key)
     gpus = yaml.safe_load((CATALOG / "gpus.yaml").read_text())["gpus"]
     for gid, spec in gpus.items():
+        announced = spec["system"]["confidence"] == "announced"  # a roadmap system: a price may be unpublished
         for f in ("server_usd_per_gpu", "server_w_per_gpu", "server_gpus", "cloud_usd_per_gpu_hr"):
             e = spec[f]
-            assert set(e) == {"value", "source", "confidence"} and e["value"] > 0, (gid, f)
+            assert {"value", "source", "confidence"} <= set(e) <= {"value", "source", "confidence", "low", "high"}, (gid, f)
+            if e["value"] is None:  # none published: null, and a design that needs it is infeasible (test_estimates.py)
+                assert announced and f != "server_gpus" and "no " in e["source"], (gid, f)
+            else:
+                assert e["value"] > 0, (gid, f)
             for key in re.findall(r"(?<![\w-])([SX]\d+)\b", e["source"]):
                 assert f"[{key}]" in sources, (gid, f, key)
 

@@ -48,6 +48,7 @@ BASE_SPACE = {
     "objectives": [{"metric": "time_to_train_days", "direction": "min"}, {"metric": "run_cost_usd", "direction": "min"}],
     "constraints": ["time_to_train_days <= 60"],
     "search": {"sampler": "nsga2", "trials": 8, "batch_size": 8, "seed": 0},
+    "facility_mw": 1000, "rack_kw_max": 200,  # a facility's limits (dse/spec/facility.py), edited like the rest
 }
 
 #: model and catalog columns a space or a table may override (each goes into the model's arithmetic)
@@ -55,7 +56,7 @@ MODEL_COLUMNS = ["n_heads", "n_kv_heads", "d_model", "n_layers", "d_ff", "vocab_
                  "n_gpus", "train_tokens", "gpu_hbm_gb", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s", "nic_gbyte_s",
                  "scaleup_size", "scaleup_gbyte_s", "moe_experts", "moe_topk", "d_head", "gpu_tdp_w",
                  "ckpt_every_s", "dataset_tb", "oversubscription", "tp", "pp", "micro_batch", "zero_stage", "vp",
-                 "cp", "ep", "dropout", "cloud_usd_per_gpu_hr"]
+                 "cp", "ep", "dropout", "cloud_usd_per_gpu_hr", "facility_mw", "rack_kw_max"]
 
 EXTREME_NUMBERS = [0, -1, -0.0, 1e-300, -1e308, 1e308, 1e30, 2**63, 10**400, 0.5, 3.7, float("nan"),
                    float("inf"), float("-inf")]

@@ -20,7 +20,8 @@ KEY_FIELDS: dict[str, list[tuple[str, str]]] = {
              ("gpu_fp4_tflop_s", "fp4 TFLOP/s"), ("gpu_hbm_gb", "HBM GB"), ("gpu_hbm_tbyte_s", "HBM TB/s"),
              ("scaleup_size", "NVLink domain GPUs"), ("scaleup_gbyte_s", "NVLink GB/s"), ("nic_gbyte_s", "NIC GB/s"),
              ("gpu_tdp_w", "TDP W"), ("server_usd_per_gpu", "server $/GPU"),
-             ("cloud_usd_per_gpu_hr", "cloud $/GPU-h (market est.)")],
+             ("cloud_usd_per_gpu_hr", "cloud $/GPU-h (market est.)"),
+             ("confidence", "confidence")],  # the weakest spec figure's: meas > spec > rep > rec > announced > est
     "models": [("n_params", "params B"), ("n_params_active", "active B"), ("n_layers", "layers"),
                ("d_model", "d_model"), ("n_heads", "heads"), ("n_kv_heads", "kv heads"), ("d_ff", "d_ff"),
                ("moe_experts", "experts"), ("moe_topk", "top-k"), ("vocab_size", "vocab"), ("seq_len", "seq tokens")],
@@ -58,6 +59,11 @@ def _entries(what: str) -> dict[str, dict] | None:
     if not callable(getter):
         return None
     entries = {k: _flat(v) for k, v in sorted(getter().items())}
+    if what == "gpus":  # how sure each system's figures are (objectives/catalog/estimates.py)
+        from objectives.catalog.estimates import gpu_confidence
+        sure = gpu_confidence()
+        for k, e in entries.items():
+            e["confidence"] = sure.get(k, "–")
     if what == "instances":  # prices and the largest rental by pricing kind; the line rate as a network engineer reads it
         from objectives.catalog.instances import PRICINGS as pricings
         for k, e in entries.items():

@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         space = Space(spec) if spec is not None else None
         objectives = {o["metric"]: o["direction"] for o in info["spec"]["objectives"]}
         design = space.design_columns if space is not None else list(info["spec"]["cluster"])
+        if info["spec"].get("facility_mw") is not None:  # the budget used beside each design (dse.spec.facility)
+            design = [*design, "n_gpus_billed", "facility_power_peak_mw", "facility_budget_frac"]
         try:
             import objectives as model
 
@@ -84,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             mapping = []
         print(f"\nPareto front: {len(result.front)} designs "
-              f"({result.n_admissible} of {result.n_trials} feasible and within the constraints)")
+              f"({result.n_admissible} of {result.n_trials} feasible and within the constraints)"
+              + _facility_text(info["spec"]))
         print(front_text(result.front, objectives, design, mapping))
         _print_why_infeasible(RunStore(result.run_dir))
         _print_recommendation(result.run_dir)
@@ -135,3 +138,10 @@ def _print_recommendation(run_dir) -> None:
         print(f"dse sweep: recommendation skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
         return
     print("\n" + text)
+
+
+def _facility_text(spec: dict) -> str:
+    """'; facility 20 MW, racks at most 130 kW' where the space gives them (dse.spec.facility), else ''."""
+    said = [f"facility {spec['facility_mw']:g} MW" if spec.get("facility_mw") is not None else "",
+            f"racks at most {spec['rack_kw_max']:g} kW" if spec.get("rack_kw_max") is not None else ""]
+    return "".join(f"; {s}" for s in said if s)

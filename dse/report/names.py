@@ -137,7 +137,11 @@ def _column_text(frame: pd.DataFrame, column: str) -> list[str]:
         if unit.startswith("$"):  # $62,375/GPU
             return [f"{label} ${text[v]}{unit[1:]}" if v in text else "" for v in values]
         return [" ".join(p for p in (label, text[v], unit) if p) if v in text else "" for v in values]
-    return [_text(column, v) for v in values]
+    text = [_text(column, v) for v in values]
+    if column == "gpu" and "catalog_estimated" in frame.columns:  # an announced system's figures are estimates
+        text = [f"{t} (estimated)" if t and est == 1 else t
+                for t, est in zip(text, frame["catalog_estimated"].tolist())]
+    return text
 
 
 def _compose(frame: pd.DataFrame, show: set[str], design: list[str]) -> list[str]:

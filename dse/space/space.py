@@ -52,6 +52,9 @@ class Space:
         for name, values in spec.mapping.items():
             if len(values) == 1:
                 self.constants[name] = values[0]
+        for name in ("facility_mw", "rack_kw_max"):  # the facility's limits (dse.spec.facility), on every row
+            if getattr(spec, name, None) is not None:
+                self.constants[name] = getattr(spec, name)
         #: Optuna parameter name -> distribution, in the order of the space file
         self.distributions: dict[str, BaseDistribution] = {param_name(d): distribution(d) for d in self.searched}
         self._dims = {param_name(d): d for d in self.searched}

@@ -23,6 +23,8 @@ constraints and the search settings::
     constraints: ["facility_power_peak_mw <= 30", "n_gpus <= 16384"]   # any metric or input column
     search: {sampler: nsga2, trials: 4096, batch_size: 512, seed: 0}   # nsga2 | tpe | random | grid
     prices: my-quotes.yaml               # optional: your own prices per GPU-hour (dse.spec.prices)
+    facility_mw: 100                     # optional: the facility's power, MW; rack_kw_max: its rack limit, kW
+                                         #   (dse.spec.facility: n_gpus then bounded by the power, or left out)
 
 A mapping column may also be listed under ``cluster``: it is then searched by the outer level (Optuna)
 instead of enumerated per design.

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.errors import UserError, did_you_mean
+from dse.spec.facility import facility_limits
 from dse.spec.prices import side_files
 from dse.spec.schema import (
     DEFAULT_SEARCH,
@@ -156,6 +157,7 @@ def parse_spec(
     constraints = _parse_constraints(ck, top.get("constraints", []))
     search = _parse_search(ck, top.get("search", {}))
     files = side_files(ck, top)  # calibration:, prices:
+    dimensions, limits = facility_limits(ck, top, workload, dimensions)  # facility_mw:, rack_kw_max: (n_gpus bounded)
 
     given = set(workload) | {d.name for d in dimensions} | {k for k, v in mapping.items() if len(v) == 1}
     if "gpu" not in given and _rents_only(workload, dimensions):  # every design rents: its instance names the GPU
@@ -182,7 +184,7 @@ def parse_spec(
         constraints=tuple(constraints),
         search=search,
         description=description.strip(),
-        **files,
+        **files, **limits,
         raw=top,
         text=text,
     )

@@ -19,7 +19,7 @@ __all__ = ["Dimension", "Objective", "Constraint", "SearchSettings", "Spec", "SA
 SAMPLERS = ("nsga2", "tpe", "random", "grid")
 SCALES = ("linear", "log", "pow2")
 TOP_KEYS = ("name", "description", "workload", "cluster", "mapping", "objectives", "constraints", "search", "calibration",
-            "prices")
+            "prices", "facility_mw", "rack_kw_max")
 SEARCH_KEYS = ("sampler", "trials", "batch_size", "seed")
 RANGE_KEYS = ("min", "max", "scale", "step", "type")
 DEFAULT_SEARCH = {"sampler": "nsga2", "trials": 2048, "batch_size": 512, "seed": 0}
@@ -119,6 +119,9 @@ class Spec:
     prices: str = ""
     prices_sha256: str = ""
     price_overrides: Mapping[str, Any] = field(default_factory=dict)
+    #: the facility's power (MW) and rack limit (kW) every design table carries (dse.spec.facility); None: none
+    facility_mw: float | None = None
+    rack_kw_max: float | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
     text: str = field(default="", compare=False)
 
@@ -139,6 +142,9 @@ class Spec:
         if self.prices:  # (likewise)
             out["prices"] = {"path": self.prices, "sha256": self.prices_sha256,
                              "usd_per_gpu_hr": json.loads(json.dumps(self.price_overrides))}
+        for key in ("facility_mw", "rack_kw_max"):  # (likewise)
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     @property

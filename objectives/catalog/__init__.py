@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from objectives.catalog.estimates import RANGE_COLUMNS, RANGE_DEFAULTS, clear_given, range_columns
 from objectives.catalog.instances import (
     INSTANCE_FIELDS,
     SPOT_FIELDS,
@@ -47,7 +48,7 @@ from objectives.table import CATEGORIES, InputError, factorize, is_constant
 __all__ = ["INSTANCE_FIELDS", "SPOT_FIELDS", "instances", "instance_ids", "label_instances", "provider_labels", "GPU_FIELDS",
            "MODEL_FIELDS", "MODEL_FIELD_DEFAULTS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
            "models", "networks", "storage", "gpu_ids", "model_ids", "network_ids", "storage_ids",
-           "operating_defaults", "natural_network", "expand"]
+           "operating_defaults", "natural_network", "expand", "RANGE_COLUMNS", "RANGE_DEFAULTS"]
 
 HERE = Path(__file__).parent
 
@@ -119,9 +120,10 @@ def _value(entry):
 
 @functools.cache
 def gpus() -> dict[str, dict[str, float]]:
-    """GPU id -> {field: value} (NaN where the GPU lacks a precision)."""
+    """GPU id -> {field: value} (NaN where the GPU lacks a precision), with the ranges of its announced and
+    estimated figures and its announced flag (:mod:`objectives.catalog.estimates`)."""
     raw = _load("gpus.yaml", "gpus")
-    out = {gid: {f: _value(spec.get(f)) for f in GPU_FIELDS} for gid, spec in raw.items()}
+    out = {gid: {**{f: _value(spec.get(f)) for f in GPU_FIELDS}, **range_columns(spec)} for gid, spec in raw.items()}
     for row in out.values():  # no architecture-tuned attention measured: the portable kernel's figure holds
         if np.isnan(row["gpu_attn_eff_fa3"]):
             row["gpu_attn_eff_fa3"] = row["gpu_attn_eff_fa2"]
@@ -343,8 +345,10 @@ def expand(cols: dict, distinct: dict | None = None) -> dict:
         # a model name outside the catalog is fine when the row spells out its architecture
         spelled_out = all(f in cols for f in ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size"))
         out.update(_expand_one(cols, "model", models(), MODEL_FIELDS, strict=not spelled_out, distinct=distinct))
-    if "gpu" in cols:
-        out.update(_expand_one(cols, "gpu", gpus(), GPU_FIELDS, strict=True, distinct=distinct))
+    if "gpu" in cols:  # the fields, their ranges (a row giving a field fixes it: no range there)
+        gpu = _expand_one(cols, "gpu", gpus(), GPU_FIELDS + RANGE_COLUMNS, strict=True, distinct=distinct)
+        out.update(gpu)
+        out.update(clear_given(gpu, cols))
     if instance_price is not None:  # a renting row pays its instance's price (NaN: none published), not the GPU's
         given = np.asarray(cols.get("cloud_usd_per_gpu_hr", np.nan), dtype=np.float64)
         price = np.where(np.isnan(given), instance_price, given)
