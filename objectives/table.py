@@ -59,6 +59,9 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "kv_precision": ("bf16", "fp8", "fp4"),
     "engine": ("trtllm", "vllm", "sglang", "trtllm-2024"),
     "serving": ("aggregated", "disaggregated"),
+    # speculative decoding: none, the model's multi-token-prediction module, an EAGLE-3 head, a draft model
+    # (objectives/serving/speculative.py)
+    "spec_decode": ("none", "mtp", "eagle3", "draft"),
 }
 _ALIASES = {
     "precision": {"fp16": "bf16", "bfloat16": "bf16", "float8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"},
@@ -79,6 +82,8 @@ _ALIASES = {
     "engine": {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "trtllm-pytorch": "trtllm", "tensorrt-llm-2024": "trtllm-2024",
                "trtllm-engine": "trtllm-2024"},
     "serving": {"agg": "aggregated", "colocated": "aggregated", "disagg": "disaggregated", "pd": "disaggregated"},
+    "spec_decode": {"off": "none", "no": "none", "false": "none", "eagle": "eagle3", "eagle-3": "eagle3",
+                    "draft_model": "draft", "nextn": "mtp"},
 }
 
 

@@ -16,7 +16,7 @@ import objectives
 from objectives.serving import interval_fit
 from objectives.serving.heldout import architecture_groups, read_residuals
 from objectives.serving.intervals import INTERVAL_PATH, load_params, log_sigma
-from objectives.serving.validation import load_runs, predict
+from objectives.serving.validation import fit_runs, load_runs, predict
 
 REGENERATE = "python -m objectives.serving.fit --cross-validate"
 
@@ -73,8 +73,8 @@ def test_intervals_are_wider_where_the_model_is_less_sure(residuals):
 def test_residuals_are_those_of_the_shipped_measurements(residuals):
     """The residuals file describes today's validation rows (rerun the cross-validation after changing
     serving_runs.csv or the model); held-out errors exceed in-sample ones, and holding the engine out
-    (its factors at their priors) is worse still."""
-    runs = load_runs()
+    (its factors at their priors) is worse still. The validation-only runs (speculative decoding) are in no fit."""
+    runs = fit_runs(load_runs())
     assert sorted(residuals["run_id"]) == sorted(runs["run_id"]), f"stale residuals: run {REGENERATE}"
     measured = runs.set_index("run_id")["measured_output_tokens_per_s_per_gpu"]
     np.testing.assert_allclose(residuals["measured_output_tokens_per_s_per_gpu"], residuals["run_id"].map(measured),
@@ -160,8 +160,9 @@ def test_each_condition_widens_by_its_fitted_factor(designs):
     assert np.sqrt(18.0) - 1e-9 <= d[3] and d[3] > s["d_cap"] + 1.0
     assert list(out["interval_extrapolated"]) == [False, True, True, True, False]
     # disaggregated: exp(2 b_unvalidated) = 1.94x the validated width with b_unvalidated 0.33 (the fit of
-    # python -m objectives.serving.fit --cross-validate)
-    assert width[2] > 1.8 * width[0] and width[3] > 1.2 * width[0]
+    # python -m objectives.serving.fit --cross-validate); the 64-GPU design's past d_cap, 1.198x in the fit of
+    # 2026-12-03 (the two DeepSeek-R1 min-latency rows out of the fit, into the speculative-decoding group)
+    assert width[2] > 1.8 * width[0] and width[3] > 1.15 * width[0]
 
 
 def test_every_bound_follows_its_figure(designs):

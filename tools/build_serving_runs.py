@@ -25,15 +25,19 @@ DEFAULT_OUT = REPO / "objectives" / "catalog" / "serving_runs.csv"
 #: DeepSeek-R1/V3 points transcribed from their publications (the shared data has none): each row names its
 #: source (URL, repository path and commit) and how it was read (objectives/catalog/serving_runs.md)
 DEEPSEEK_POINTS = REPO / "tools" / "serving_runs_deepseek.csv"
+#: speculative-decoding points (with and without speculation where the source gives both), transcribed from their
+#: publications: validation only (``validation_only`` 1: not in the fit; their own line of dse validate)
+SPECULATIVE_POINTS = REPO / "tools" / "serving_runs_speculative.csv"
 MD_PATH = REPO / "objectives" / "catalog" / "serving_runs.md"
 
 COLUMNS = [
     "run_id", "source_key", "source", "framework_version", "scenario", "model", "gpu", "n_gpus", "tp", "pp", "ep",
     "attn_dp", "precision", "kv_precision", "engine", "input_len", "output_len", "concurrency", "request_rate_per_s",
     "replicas", "benchmark_requests", "max_batch_size", "max_num_tokens", "kv_mem_frac", "attn_dp_balance",
+    "spec_decode", "spec_tokens", "spec_accept_tokens_per_step",
     "measured_output_tokens_per_s_per_gpu",
     "measured_ttft_s", "measured_tpot_s",
-    "include", "exclude_reason", "row_ids", "notes",
+    "include", "validation_only", "exclude_reason", "row_ids", "notes",
 ]
 
 #: source id of the shared data -> (source key, engine, what it measured)
@@ -136,8 +140,8 @@ def deepseek_points(start: int, path: Path = DEEPSEEK_POINTS) -> list[dict]:
     out = []
     for run_id, x in enumerate(csv.DictReader(open(path, newline="")), start=start):
         row = {c: x.get(c, "") for c in COLUMNS}
-        row.update(run_id=run_id, replicas=1, request_rate_per_s="", measured_ttft_s="", measured_tpot_s="",
-                   include=int(x["include"]), row_ids="")
+        row.update(run_id=run_id, replicas=1, request_rate_per_s="", measured_ttft_s="",
+                   measured_tpot_s=x.get("measured_tpot_s", ""), include=int(x["include"]), row_ids="")
         out.append(row)
     return out
 
@@ -160,6 +164,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     runs = build(Path(args.data))
     runs += deepseek_points(len(runs) + 1)
+    runs += deepseek_points(len(runs) + 1, SPECULATIVE_POINTS)
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()

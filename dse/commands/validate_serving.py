@@ -24,7 +24,7 @@ def _pct(v) -> str:
 
 
 def run_serving(args) -> int:
-    from objectives.serving.validation import RUNS_PATH, predict, summarize  # pandas: only this command
+    from objectives.serving.validation import RUNS_PATH, predict, speculative_summary, summarize  # pandas: only here
 
     path = args.csv or str(RUNS_PATH)
     runs = read_runs(path, REQUIRED, "serving ")
@@ -34,7 +34,10 @@ def run_serving(args) -> int:
         raise describe_input_error(exc, path) from None
     s = summarize(result)
     shown = display_path(path)
-    print(f"{len(result)} published serving measurements from {len(s.per_source)} sources ({shown})")
+    rows = int(s.per_source["rows"].sum())
+    extra = len(result) - rows
+    more = f", and {extra} validation-only speculative-decoding runs (below)" if extra else ""
+    print(f"{rows} published serving measurements from {len(s.per_source)} sources ({shown}){more}")
     print()
     header = (f"{'source':<27} {'gpu':<14} {'rows':>5} {'measured':>9} {'predicted':>9} {'MAPE':>6} {'bias':>7} "
               f"{'TPOT':>6} {'TTFT':>6}")
@@ -53,6 +56,9 @@ def run_serving(args) -> int:
           f"{s.mape_row_weighted:.1%} over rows; TPOT on the {s.online_rows} online rows (mean ITL at a fixed "
           f"request rate): {s.tpot_mape_online:.1%}, TTFT {s.ttft_mape_online:.1%}")
     print("(measured and predicted: median output tokens/s per GPU; TPOT and TTFT: MAPE where the source measured them)")
+    spec = speculative_summary(result)
+    if spec is not None:
+        _print_speculative(spec, result)
     if args.csv is None:  # the stored residuals are the shipped measurements'
         from objectives.serving.heldout import RESIDUALS_PATH, read_residuals
         from objectives.serving.interval_fit import coverage_text
@@ -65,3 +71,24 @@ def run_serving(args) -> int:
         write_table({c: result[c].to_numpy() for c in result.columns}, args.out)
         print(f"wrote {args.out}")
     return 0
+
+
+def _print_speculative(spec, result) -> None:
+    """The validation-only speculative-decoding runs, per source and speculation, and their line."""
+    from objectives.serving.validation import validation_only
+
+    mine = result[validation_only(result)]
+    print()
+    print("Speculative decoding (validation only: not in the fit; acceptance from objectives/catalog/speculative.yaml):")
+    header = f"{'source':<27} {'spec_decode':<14} {'rows':>5} {'measured':>9} {'predicted':>9} {'MAPE':>6} {'bias':>7} {'TPOT':>6}"
+    print(header)
+    print("-" * len(header))
+    for (source, how), row in spec.iterrows():
+        print(f"{source:<27} {how:<14} {int(row['rows']):>5} {row['measured']:>9.1f} {row['predicted']:>9.1f} "
+              f"{row['mape']:>6.1%} {row['bias']:>+7.1%} {_pct(row['tpot_mape'])}")
+    print("-" * len(header))
+    speculating = mine["spec_decode"].fillna("none").astype(str).isin(["", "none"])
+    print(f"speculative decoding: {len(mine)} runs, MAPE of output tokens/s per GPU {mine['tokens_ape'].mean():.1%} "
+          f"(bias {mine['tokens_error'].mean():+.1%}; {int((~speculating).sum())} speculating "
+          f"{mine.loc[~speculating, 'tokens_ape'].mean():.1%}, {int(speculating.sum())} without "
+          f"{mine.loc[speculating, 'tokens_ape'].mean():.1%})")

@@ -13,10 +13,12 @@ and carries D = r (OSL - 1) decode tokens and r ISL prefill tokens on average. P
 of P_c = min(max(ISL, r ISL), C - D) tokens: a share f = r ISL / P_c of the steps is mixed (decode plus one
 chunk), the others decode-only (objectives.serving.step times each). Then
 
-    step  = f T(D, P_c) + (1 - f) T(D, 0);     TPOT = pp x step (each token crosses every stage)
+    step  = f T(D, P_c) + (1 - f) T(D, 0);     TPOT = pp x step / tau (each token crosses every stage)
     output tokens/s per instance = r OSL / step;     TTFT = pp (step / 2 + n_res T(D, P_c))
 
-with n_res = (b - D) / r steps in prefill (Little's law on the prefill phase; n_p unless the budget binds)
+with tau tokens a decode step emits per request (1; with speculative decoding the mean accepted plus one,
+OSL - 1 over tau decode steps a request, objectives/serving/speculative.py) and n_res = (b - D) / r steps in
+prefill (Little's law on the prefill phase; n_p unless the budget binds)
 and half a step of waiting for the step under way. With ``prefix_hit_frac`` h the ISL of the schedule is
 the prompt's uncached (1 - h) ISL, the tokens its prefill computes (objectives.serving.step; TensorRT-LLM
 KV cache reuse, vLLM automatic prefix caching, SGLang RadixAttention); the KV reserved, and the context
@@ -69,17 +71,20 @@ def operating_point(step: StepModel, c, concurrency) -> dict[str, np.ndarray]:
     budget = c["token_budget"]
     total = budget * groups
     b = np.maximum(concurrency, 1e-9) / pp
-    decode_steps = osl - 1.0
+    # speculative decoding (objectives/serving/speculative.py): a step emits tau tokens a decoding request
+    # and takes 1 + k of the token budget (the draft tokens verified count in max_num_tokens)
+    tau, verify = _speculation(c)
+    decode_steps = (osl - 1.0) / tau
     n_p = np.maximum(np.ceil(isl / budget), 1.0)
-    r = np.minimum(b / (decode_steps + n_p), total / (isl + decode_steps))
+    r = np.minimum(b / (decode_steps + n_p), total / (isl + decode_steps * verify))
     for _ in range(2):  # the chunk, with the room the decodes leave, then the steps a prompt takes
         dec = r * decode_steps
-        room = np.maximum(budget - dec / groups, 1.0)
+        room = np.maximum(budget - dec * verify / groups, 1.0)
         chunk = np.minimum(np.maximum(isl, r * isl / groups), room)
         n_p = np.maximum(np.ceil(isl / chunk), 1.0)
-        r = np.minimum(b / (decode_steps + n_p), total / (isl + decode_steps))
+        r = np.minimum(b / (decode_steps + n_p), total / (isl + decode_steps * verify))
     dec = r * decode_steps
-    chunk = np.minimum(np.maximum(isl, r * isl / groups), np.maximum(budget - dec / groups, 1.0))
+    chunk = np.minimum(np.maximum(isl, r * isl / groups), np.maximum(budget - dec * verify / groups, 1.0))
     carry = np.minimum(r * isl / (groups * chunk), 1.0)  # a group's share of steps with a chunk
     # independent groups: a step is mixed where any group has a chunk; balanced (attention_dp_config
     # enable_balance: a group with a prompt waits until every group has one, TensorRT-LLM tech blog 10,
@@ -94,9 +99,17 @@ def operating_point(step: StepModel, c, concurrency) -> dict[str, np.ndarray]:
     t_step = mixed_frac * t_mixed + (1.0 - mixed_frac) * t_decode
     in_prefill = np.maximum(b / r - decode_steps, n_p)
     ttft = pp * (0.5 * t_step + in_prefill * t_mixed)
-    tpot = pp * t_step
+    tpot = pp * t_step / tau
     return {"t_step": t_step, "t_mixed": t_mixed, "t_decode": t_decode, "mixed_frac": mixed_frac, "dec": dec,
             "chunk": chunk, "ttft": ttft, "tpot": tpot, "requests_per_s": r / t_step, "tokens_per_s": r * osl / t_step}
+
+
+def _speculation(c):
+    """(tau, 1 + k): the mean tokens a verify step emits per decoding request and the tokens it verifies
+    (1, 1 without speculation; objectives/serving/speculative.py)."""
+    if "spec_draft_tokens" not in c:
+        return 1.0, 1.0
+    return c["spec_accept_tokens_per_step"], 1.0 + c["spec_draft_tokens"]
 
 
 def _bisect(lo, hi, ok, steps=BISECTIONS):
@@ -112,7 +125,8 @@ def _bisect(lo, hi, ok, steps=BISECTIONS):
 class ServingBatching(PerDesign):
     requires = tuple(dict.fromkeys(STEP_COLUMNS + ServingMemory.requires + tuple(PREFILL_MAPPING) + (
         "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
-        "n_gpus", "serving", "kv_bytes_per_token", "attn_dp_balance", "cost_mode", "instance_gpus")))
+        "n_gpus", "serving", "kv_bytes_per_token", "attn_dp_balance", "cost_mode", "instance_gpus", "spec_draft_tokens",
+        "spec_accept_tokens_per_step", "spec_draft_layers")))
     provides = {
         "concurrency": "requests; requests in flight per instance at the operating point",
         "ttft_s": "s; time to first token at steady state (no admission queueing)",

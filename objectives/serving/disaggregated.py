@@ -91,7 +91,9 @@ class DisaggregatedPools:
         c, p = self.c, self.p
         osl = c["output_len"]
         b = np.maximum(concurrency, 1e-9) / c["pp"]
-        r = b / np.maximum(osl - 1.0, 1e-9)
+        # speculative decoding: tau tokens a decode step per request (objectives/serving/speculative.py)
+        tau = c["spec_accept_tokens_per_step"] if "spec_draft_tokens" in c else 1.0
+        r = b / np.maximum((osl - 1.0) / tau, 1e-9)
         t_decode = self.decode.time(b, 0.0, mixed=False)
         # every attention group of the prefill instance runs its prompts at once: the experts see them all
         t_prefill = self.prefill.time(0.0, self.chunk, mixed=True, pre_stage=p["attn_dp"] * self.chunk)
@@ -100,5 +102,5 @@ class DisaggregatedPools:
         ratio = x_d / x_p
         ttft = p["pp"] * self.n_chunks * t_prefill + 0.5 * t_prefill + self.transfer + 0.5 * t_decode
         return {"t_step": t_decode, "t_mixed": t_prefill, "t_decode": t_decode, "mixed_frac": np.zeros_like(t_decode),
-                "dec": b, "chunk": self.chunk, "ttft": ttft, "tpot": c["pp"] * t_decode, "requests_per_s": x_d,
+                "dec": b, "chunk": self.chunk, "ttft": ttft, "tpot": c["pp"] * t_decode / tau, "requests_per_s": x_d,
                 "tokens_per_s": x_d * osl, "ratio": ratio, "gpus": c["n_gpus"] + ratio * p["n_gpus"]}

@@ -21,13 +21,15 @@ from objectives.serving.intervals import ServingIntervals
 from objectives.serving.memory import ServingMemory
 from objectives.serving.prepare import SERVING_CATEGORIES, prepare_serving
 from objectives.serving.reasons import ServingFeasible, serving_infeasible_reason
+from objectives.serving.speculative import ServingSpeculative
 from objectives.table import Columns, is_constant
 
 __all__ = ["SERVING_MODELS", "SERVING_PERFORMANCE_MODELS", "SERVING_METRICS", "evaluate_serving", "run_serving"]
 
-#: the serving performance model: the architecture's parameters (no training FLOPs), memory and KV capacity, batching and latency
-SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (ServingParameters(), ServingMemory(), ServingBatching(),
-                                                  ServingFeasible())
+#: the serving performance model: the architecture's parameters (no training FLOPs), speculative decoding's
+#: draft and acceptance, memory and KV capacity, batching and latency
+SERVING_PERFORMANCE_MODELS: tuple[Model, ...] = (ServingParameters(), ServingSpeculative(), ServingMemory(),
+                                                  ServingBatching(), ServingFeasible())
 #: and the deployment's economics (the GPUs a rental leaves idle beside them), then the 80% intervals
 #: (objectives/serving/intervals.py)
 SERVING_MODELS: tuple[Model, ...] = SERVING_PERFORMANCE_MODELS + (ServingEconomics(), ServingIntervals())

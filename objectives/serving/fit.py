@@ -10,7 +10,8 @@ weighs the same (as the validation's headline error), plus log(predicted / measu
 rows as one more source of the same weight (the TPOT bound is on them). Trust-region least squares
 (scipy.optimize.least_squares, deterministic, finite differences) over the log of each factor inside its
 physical box (:data:`BOX`), started from the documented priors (objectives.serving.engines). Factors of
-engines no published run measures (vllm, sglang) keep their priors.
+engines no published run measures (vllm, sglang) keep their priors. The validation-only runs (speculative
+decoding, ``validation_only`` 1) are left out of the fit and of the held-out refits.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 import numpy as np
 
 from objectives.serving.engines import ENGINES, SERVING_CALIBRATION_PATH, SERVING_FITTED, ServingCalibration
-from objectives.serving.validation import RUNS_PATH, load_runs, predict, summarize
+from objectives.serving.validation import RUNS_PATH, fit_runs, load_runs, predict, summarize
 
 __all__ = ["BOX", "residuals", "fit", "main"]
 
@@ -135,7 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--intervals", default=None, help="with --cross-validate: the intervals' parameters "
                                                       "(default catalog/serving_intervals.json)")
     args = ap.parse_args(argv)
-    runs = load_runs(args.runs)
+    # the speculative-decoding runs are validation only: never fitted (objectives/serving/validation.py)
+    runs = fit_runs(load_runs(args.runs))
     if args.cross_validate:
         from objectives.serving.heldout import RESIDUALS_PATH
         from objectives.serving.intervals import INTERVAL_PATH

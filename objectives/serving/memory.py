@@ -84,7 +84,7 @@ class ServingMemory(PerDesign):
         "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer",
         "params_embedding", "kv_cache_bytes_per_token", "tp", "pp", "ep", "attn_dp", "precision", "kv_precision", "engine",
         "input_len", "output_len", "gpu_hbm_gb", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
-        "max_batch_size", "max_num_tokens", "kv_mem_frac",
+        "max_batch_size", "max_num_tokens", "kv_mem_frac", "spec_weights_gb",
     )
     provides = {
         "weights_gb": "GB; weights per GPU (the busiest stage: its layers' shards, embeddings in bf16)",
@@ -106,7 +106,7 @@ class ServingMemory(PerDesign):
 
     #: what the design part reads: every input but the request shape and the per-row engine settings
     design_requires = tuple(k for k in requires if k not in ("input_len", "output_len", "max_batch_size",
-                                                             "max_num_tokens", "kv_mem_frac"))
+                                                             "max_num_tokens", "kv_mem_frac", "spec_weights_gb"))
 
     def design_compute(self, c, cal):
         """What depends on the design alone (objectives/serving/designs.py): weights, KV bytes per token,
@@ -166,9 +166,12 @@ class ServingMemory(PerDesign):
                                                                  np.minimum(reserve, c["attn_window"]), reserve)
         reserved = cal.base.hbm_reserved_gb * 1e9
         frac = given_or(c["kv_mem_frac"], d["kv_frac"])
+        # a speculative row's draft module, head or model beside the weights (objectives/serving/speculative.py)
+        draft = c["spec_weights_gb"] * 1e9 if "spec_weights_gb" in c else 0.0
+        hbm_free = d["hbm_free"] - draft
         # the engine's batch and token budget: trtllm-bench sizes them from the KV that the weights leave
         # (tuning.py calc_engine_setting: min(requests, 4096) / pp, budget batch x (1 + ISL/OSL) in [2048, 32768])
-        free0 = np.maximum(d["hbm_free"], 0.0) * frac
+        free0 = np.maximum(hbm_free, 0.0) * frac
         fits0 = free0 / np.maximum(kv_request, 1.0)
         batch = given_or(c["max_batch_size"], np.minimum(np.maximum(np.ceil(fits0), 1.0), d["engine_batch"]))
         # trtllm-bench leaves chunked prefill off and so makes room for a whole prompt beside the batch
@@ -178,14 +181,14 @@ class ServingMemory(PerDesign):
         default_budget = d["default_budget"]
         budget = given_or(c["max_num_tokens"], np.where(default_budget > 0, default_budget, bench_budget))
         workspace = budget * 2.0 * d["width"] + np.minimum(batch, budget) * c["vocab_size"] * 4.0
-        weights = d["weights"]
+        weights = d["weights"] + draft
         kv_cap = np.where(d["of_total"], frac * d["hbm"] - weights - workspace - reserved,
-                          frac * (d["hbm_free"] - workspace))
+                          frac * (hbm_free - workspace))
         kv_cap = np.maximum(kv_cap, 0.0)
         fits = np.floor(kv_cap / np.maximum(kv_request, 1.0))
         limit = batch * c["attn_dp"]
         return {
-            "weights_gb": d["weights_gb"],
+            "weights_gb": d["weights_gb"] + draft / 1e9,
             "act_workspace_gb": workspace / 1e9,
             "kv_bytes_per_token": d["kv_bytes_per_token"],
             "kv_bytes_per_token_gpu": d["kv_bytes_per_token_gpu"],

@@ -29,6 +29,7 @@ from objectives.columns import all_at_least, all_whole, bad_row, distinct_cells,
 from objectives.pipeline import DEFAULTS as TRAINING_DEFAULTS
 from objectives.pipeline import check_architecture, fill_defaults, open_table
 from objectives.serving.engines import vendor_codes
+from objectives.serving.speculative import model_codes
 from objectives.table import CATEGORIES, Columns, InputError, is_constant
 
 __all__ = ["SERVING_DEFAULTS", "SERVING_REQUIRED", "SERVING_INPUTS", "SERVING_CATEGORIES", "is_serving_table",
@@ -36,7 +37,7 @@ __all__ = ["SERVING_DEFAULTS", "SERVING_REQUIRED", "SERVING_INPUTS", "SERVING_CA
 
 #: the categorical columns a serving row may set
 SERVING_CATEGORIES = ("precision", "kv_precision", "engine", "serving", "ffn_kind", "attn_window_kind", "cost_mode",
-                      "instance", "pricing")
+                      "instance", "pricing", "spec_decode")
 #: what an absent or blank optional column means (NaN: derived by the model)
 SERVING_DEFAULTS: dict[str, float] = {
     **{k: v for k, v in TRAINING_DEFAULTS.items() if k not in ("cp", "vp", "zero_stage", "recompute", "stack", "dropout",
@@ -54,6 +55,10 @@ SERVING_DEFAULTS: dict[str, float] = {
     # prefix caching: the share of each request's prompt tokens served from a prefix cache (0 <= h < 1; the
     # prefill computes the rest, objectives/serving/step.py); 0, none: no published run in the validation has one
     "prefix_hit_frac": 0.0,
+    # speculative decoding (objectives/serving/speculative.py): the method (0 none), the draft length k (blank: 3
+    # where speculating), the mean tokens a verify step emits (blank: objectives/catalog/speculative.yaml), a
+    # draft model's parameters
+    "spec_decode": 0.0, "spec_tokens": np.nan, "spec_accept_tokens_per_step": np.nan, "spec_draft_params": np.nan,
     # disaggregated serving: the prefill instance's mapping (blank: the decode instance's; objectives/serving/disaggregated.py)
     "prefill_n_gpus": np.nan, "prefill_tp": np.nan, "prefill_pp": np.nan, "prefill_ep": np.nan, "prefill_attn_dp": np.nan,
 }
@@ -66,10 +71,10 @@ SERVING_REQUIRED: dict[str, float] = {
 }
 _INTEGERS = ("n_gpus", "input_len", "output_len", "tp", "pp", "ep", "attn_dp", "replicas", "max_batch_size",
              "prefill_n_gpus", "prefill_tp", "prefill_pp", "prefill_ep", "prefill_attn_dp",
-             "max_num_tokens", "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "attn_window")
+             "max_num_tokens", "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "attn_window", "spec_tokens")
 #: optional numeric columns that must be > 0 where given
 _POSITIVE = ("concurrency", "request_rate_per_s", "ttft_slo_s", "tpot_slo_s", "max_batch_size", "max_num_tokens",
-             "kv_mem_frac")
+             "kv_mem_frac", "spec_draft_params")
 #: every column a serving table may set
 SERVING_INPUTS: frozenset[str] = frozenset(
     set(SERVING_REQUIRED) | set(SERVING_DEFAULTS) | set(catalog.GPU_FIELDS) | set(catalog.MODEL_FIELDS)
@@ -113,6 +118,8 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     _check_share(floats, "prefix_hit_frac")  # a blank cell is no prefix cache (0), as every defaulted column's
     # the GPU's vendor, which decides the engines that run on it (objectives/serving/engines.py; NaN: no catalog GPU)
     floats["gpu_vendor"] = vendor_codes(user["gpu"]) if "gpu" in user else np.broadcast_to(np.nan, (n,))
+    # the catalog model, whose published acceptance a speculative row reads (objectives/serving/speculative.py)
+    floats["spec_model_code"] = model_codes(user["model"]) if "model" in user else np.broadcast_to(np.nan, (n,))
     heads = floats["n_heads"]
     floats["n_kv_heads"] = fill_blanks(floats["n_kv_heads"], heads) if "n_kv_heads" in floats else heads
     if "d_head" not in floats or np.isnan(distinct_cells(floats["d_head"])).any():
@@ -165,6 +172,11 @@ def _check_values(floats: Columns, distinct: dict[str, tuple[np.ndarray, np.ndar
         row = bad_row((v != 0) & (v != 1))
         if row is not None:
             raise InputError(f"{v[row]:g} is not valid; needs 0 or 1", column=name, row=row)
+    accept = distinct_cells(floats["spec_accept_tokens_per_step"])
+    row = bad_row(~np.isnan(accept) & ~((accept >= 1) & (accept < np.inf)))
+    if row is not None:
+        raise InputError(f"{accept[row]:g} is not valid; needs the mean tokens a verify step emits, >= 1 (or blank)",
+                         column="spec_accept_tokens_per_step", row=row)
     frac = distinct_cells(floats["kv_mem_frac"])
     row = bad_row(frac > 1)
     if row is not None:

@@ -62,9 +62,36 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return distinct, np.searchsorted(distinct, values)
 
 
+def _spec_text(col, rows) -> np.ndarray:
+    """Why a speculative row cannot run (objectives/serving/speculative.py), in words."""
+    from objectives.serving.speculative import K_MAX, SPEC_METHODS, mtp_models, spec_models
+
+    models = spec_models() + ("its model",)
+    code = col("spec_model_code")[rows]
+    model = np.where(np.isnan(code), len(models) - 1, code)
+    method = col("spec_decode")[rows]
+    mtp = method == SPEC_METHODS.index("mtp")
+    no_mtp = mtp & ~np.isin(model, [models.index(m) for m in mtp_models()])
+    draft = (method == SPEC_METHODS.index("draft")) & np.isnan(col("spec_draft_params")[rows])
+    k, tau = col("spec_draft_tokens")[rows], col("spec_accept_tokens_per_step")[rows]
+    out = coded_text(["spec_decode: ", (method, SPEC_METHODS), " has no published acceptance for ", (model, models),
+                      " (objectives/catalog/speculative.yaml); set spec_accept_tokens_per_step"])
+    if draft.any():
+        out[draft] = "spec_decode: draft needs spec_draft_params (the draft model's parameters)"
+    too_many = ~no_mtp & ~draft & ((tau > k + 1.0 + 1e-9) | (k > K_MAX))
+    if too_many.any():
+        out[too_many] = coded_text(["spec_decode: ", (tau[too_many], "g"), " tokens a step accepted from ",
+                                    (k[too_many], "g"), " drafts (at most 1 + spec_tokens, spec_tokens at most 16)"])
+    if no_mtp.any():
+        out[no_mtp] = coded_text(["spec_decode: mtp needs a multi-token-prediction module; ", (model[no_mtp], models),
+                                  " has none (models with one: " + ", ".join(mtp_models()) + ")"])
+    return out
+
+
 class ServingFeasible(Model):
     requires = ("con_layout", "con_precision", "con_kv", "con_slo", "concurrency", "attn_dp", "kv_request_gb",
-                "kv_cache_gb", "output_tokens_per_s", "con_prefill_memory", "con_prefill_layout", "engine", "gpu_vendor")
+                "kv_cache_gb", "output_tokens_per_s", "con_prefill_memory", "con_prefill_layout", "engine", "gpu_vendor",
+                "con_spec_decode")
     provides = {
         "con_engine_vendor": "flag; 1 where the engine does not run on the GPU's vendor (TensorRT-LLM on an AMD GPU)",
         "con_memory": "GB; KV cache per GPU the concurrency needs minus the capacity (> 0: it does not fit)",
@@ -77,7 +104,7 @@ class ServingFeasible(Model):
         vendor = 1.0 - engine_runs(c["engine"], c["gpu_vendor"])  # objectives.serving.engines.ENGINE_VENDORS
         ok = (c["con_layout"] <= 0) & (c["con_precision"] <= 0) & (memory <= 1e-9) & (c["con_slo"] <= 1e-9) \
             & (c["con_prefill_memory"] <= 1e-9) & (c["con_prefill_layout"] <= 0) & np.isfinite(c["output_tokens_per_s"]) \
-            & (vendor <= 0)
+            & (vendor <= 0) & (c.get("con_spec_decode", 0.0) <= 0)
         return {"con_engine_vendor": vendor, "con_memory": memory, "feasible": ok}
 
 
@@ -102,6 +129,11 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
                                          (col("gpu_vendor")[vendor], VENDORS), " GPUs; engines for them: ",
                                          (col("gpu_vendor")[vendor], _VENDOR_ENGINES)])
         todo &= ~vendor
+    if "con_spec_decode" in cols:
+        spec = todo & (col("con_spec_decode") > 0)
+        if spec.any():
+            reason[spec] = _spec_text(col, spec)
+        todo &= ~spec
     layout = todo & (col("con_layout") > 0)
     if layout.any():
         reason[layout] = coded_text(["layout: tp ", (col("tp")[layout], "g"), ", ep ", (col("ep")[layout], "g"), ", pp ",

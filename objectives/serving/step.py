@@ -46,8 +46,11 @@ same per operator, inference-measurements.md 2.5), and the classes add:
 With ``prefix_hit_frac`` h (a share of each prompt served from a prefix cache) the prefill computes the
 uncached (1 - h) ISL tokens, each attending the whole context before it, the cached prefix included.
 
+With speculative decoding (``spec_decode``, objectives/serving/speculative.py) a decode step verifies 1 + k
+tokens of each decoding request and drafts k (:meth:`StepModel._speculative`).
+
 Not modelled: load imbalance among attention groups beyond the prefill chunk, KV reads of earlier
-prefill chunks (and of a cached prefix), speculative decoding.
+prefill chunks (and of a cached prefix).
 """
 
 from __future__ import annotations
@@ -290,7 +293,16 @@ class StepModel:
         windowed = np.any(win_layers > 0)
         ctx_win = np.where(window > 0, np.minimum(ctx, window), ctx) if windowed else ctx
         keys = full_layers * ctx + win_layers * ctx_win  # cached tokens read per decode token, over the stage
-        self.attn_dec = np.maximum(k["kv_layer"] * keys / bw, k["dec_flop"] * keys / k["rate_dec"])
+        self.attn_dec_mem, self.attn_dec_flop = k["kv_layer"] * keys / bw, k["dec_flop"] * keys / k["rate_dec"]
+        self.attn_dec = np.maximum(self.attn_dec_mem, self.attn_dec_flop)
+        # speculative decoding (objectives/serving/speculative.py): a decoding request's 1 + k tokens verified
+        # a step, and k draft forwards of spec_draft_layers layers each; none where no row speculates
+        self.draft = c["spec_draft_tokens"] if "spec_draft_tokens" in c else 0.0
+        self.spec = bool(np.any(self.draft > 0))
+        if self.spec:
+            self.verify = 1.0 + self.draft
+            self.draft_layers = c["spec_draft_layers"]
+            self.stage_layers = full_layers + win_layers
         # each computed token attends the whole context before it, the cached prefix's KV included (vLLM's
         # prefill over a cached prefix, PR #2762: the new tokens' attention reads the prefix's KV): over
         # positions hs..s of a causal layer, (s A(s) - hs A(hs)) / ((1 - h) s) keys a token, A =
@@ -304,21 +316,20 @@ class StepModel:
         self.pre_attn = k["pre_flop"] * pre_keys / k["rate_attn"]
 
     def time(self, dec, pre, mixed: bool, pre_stage=None) -> np.ndarray:
-        """Seconds of one step with ``dec`` decode tokens over the stage (split over the attention groups)
-        and ``pre`` prefill tokens on the busiest group (0 in a decode-only step); ``pre_stage``: the prefill
-        tokens of every group together, which the stage's experts and the expert all-gather see (default
+        """Seconds of one step with ``dec`` decoding requests over the stage (split over the attention
+        groups; one token each, 1 + k verified where the row speculates) and ``pre`` prefill tokens on the
+        busiest group (0 in a decode-only step); ``pre_stage``: the prefill tokens of every group together,
+        which the stage's experts and the expert all-gather see (default
         ``pre``: one group carries a chunk)."""
         dec_group = dec / self.d
-        group = dec_group + pre  # tokens of the busiest attention group
-        stage = dec + (pre if pre_stage is None else pre_stage)  # tokens the stage's experts see
-        half = self.half
-        gemms = np.maximum(self.dense_mem, self.dense_flop * (group + half)) \
-            + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss),
-                         self.expert_flop * (self.imbalance * stage + self.expert_half))
         requests = dec_group + pre / self.prefill_tokens  # sampling requests of the group
-        logits = np.maximum(self.logits_mem, self.logits_flop * (requests + half))
-        gpu = gemms + logits + dec_group * self.attn_dec + pre * self.pre_attn + group * self.per_group_token \
-            + stage * self.per_stage_token + self.comm0
+        if self.spec:
+            gpu = self._speculative(dec, dec_group, pre, requests, pre_stage)
+        else:
+            group = dec_group + pre  # tokens of the busiest attention group
+            stage = dec + (pre if pre_stage is None else pre_stage)  # tokens the stage's experts see
+            gpu = self._layers(group, stage) + self._logits(requests) + dec_group * self.attn_dec \
+                + pre * self.pre_attn + group * self.per_group_token + stage * self.per_stage_token + self.comm0
         if mixed:
             graphed = self.graphs >= 2
         else:
@@ -326,3 +337,40 @@ class StepModel:
         device = np.where(graphed, gpu, np.maximum(gpu, self.launch))
         host = self.host + self.host_request * requests
         return np.where(self.overlap, np.maximum(device, host), device + host)
+
+    def _layers(self, group, stage):
+        """Seconds of the GEMM classes (dense and routed experts) with ``group`` tokens on the busiest attention
+        group and ``stage`` tokens at the stage's experts."""
+        return np.maximum(self.dense_mem, self.dense_flop * (group + self.half)) \
+            + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss),
+                         self.expert_flop * (self.imbalance * stage + self.expert_half))
+
+    def _logits(self, tokens):
+        """Seconds of the output layer over ``tokens`` sampled positions."""
+        return np.maximum(self.logits_mem, self.logits_flop * (tokens + self.half))
+
+    def _speculative(self, dec, dec_group, pre, requests, pre_stage):
+        """GPU seconds of a step verifying 1 + k tokens of each of ``dec`` decoding requests and drafting k.
+
+        The verify (Leviathan et al. 2023, Sec. 3; TensorRT-LLM tech blog 2, "Attention for MTP": the
+        generation step takes K + 1 input tokens a request under a causal mask): the weights are read once
+        a step as in a plain decode step, while every GEMM's FLOPs, activations, KV written (the rejected
+        tokens' included, written then discarded) and collectives scale with the 1 + k tokens, and the
+        output layer samples all of them; decode attention reads each request's KV once for its 1 + k
+        queries, its FLOPs x (1 + k). So at small batch a verify step costs about a plain decode step (the
+        weights' bytes), at large batch (compute-bound) 1 + k of them for tau tokens: fewer tokens per
+        second than without speculation where tau < 1 + k.
+
+        The draft (objectives/serving/speculative.py): k forwards of one token a request, each of
+        ``spec_draft_layers`` of the stage's average layer (its GEMMs, decode attention, per-token traffic
+        and collectives at the plain decode batch: the stage's layer terms over its layers) plus the output
+        layer (shared by MTP; EAGLE-3's and a draft model's own heads taken as large)."""
+        v = self.verify
+        group = dec_group * v + pre
+        stage = dec * v + (pre if pre_stage is None else pre_stage)
+        gpu = self._layers(group, stage) + self._logits(dec_group * v + (requests - dec_group)) \
+            + dec_group * np.maximum(self.attn_dec_mem, v * self.attn_dec_flop) + pre * self.pre_attn \
+            + group * self.per_group_token + stage * self.per_stage_token + self.comm0
+        layer = (self._layers(dec_group, dec) + dec_group * (self.attn_dec + self.per_group_token)
+                 + dec * self.per_stage_token + self.comm0) / self.stage_layers
+        return gpu + np.where(dec > 0, self.draft * (self.draft_layers * layer + self._logits(dec_group)), 0.0)

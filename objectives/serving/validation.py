@@ -8,6 +8,10 @@ request rate (the concurrency follows from Little's law). The error measures: th
 error of output tokens/s per GPU on every row, sources weighing the same in the headline mean; of TPOT
 (mean inter-token latency) and TTFT on the online rows, where the source measured them.
 
+Runs marked ``validation_only`` (the speculative-decoding group, tools/serving_runs_speculative.csv) are
+predicted and reported on their own (:func:`speculative_summary`), never fitted (:func:`fit_runs`): their
+acceptance is the publication's, and the fitted factors are not to bend to them.
+
 A source that ran a fixed number of requests (``benchmark_requests``: TensorRT-LLM's online table sent 500)
 measured the throughput of a finite run, total output tokens over its duration, which a steady state
 overstates when a request lives long against the run: N requests arriving at rate lambda take N / lambda
@@ -30,17 +34,19 @@ import pandas as pd
 from objectives.serving.engines import ServingCalibration
 from objectives.serving.evaluate import evaluate_serving
 
-__all__ = ["RUNS_PATH", "DESIGN_COLUMNS", "load_runs", "predict", "ServingSummary", "summarize"]
+__all__ = ["RUNS_PATH", "DESIGN_COLUMNS", "load_runs", "fit_runs", "validation_only", "predict", "ServingSummary",
+           "summarize", "speculative_summary"]
 
 RUNS_PATH = Path(__file__).resolve().parent.parent / "catalog" / "serving_runs.csv"
 DESIGN_COLUMNS = ("model", "gpu", "n_gpus", "tp", "pp", "ep", "attn_dp", "precision", "kv_precision", "engine",
                   "input_len", "output_len", "concurrency", "request_rate_per_s", "replicas", "max_batch_size", "max_num_tokens",
-                  "kv_mem_frac", "attn_dp_balance")
+                  "kv_mem_frac", "attn_dp_balance", "spec_decode", "spec_tokens", "spec_accept_tokens_per_step")
 #: what a prediction keeps beside the runs' own columns
 PREDICTED = ("output_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "concurrency", "max_concurrency", "kv_cache_gb",
              "weights_gb", "token_budget", "step_time_decode_s", "step_time_mixed_s", "mixed_step_frac", "saturated",
              "feasible", "output_tokens_per_s_per_gpu_lo", "output_tokens_per_s_per_gpu_hi", "tpot_s_lo", "tpot_s_hi",
-             "ttft_s_lo", "ttft_s_hi", "validated_distance_oct", "interval_extrapolated")
+             "ttft_s_lo", "ttft_s_hi", "validated_distance_oct", "interval_extrapolated", "tokens_per_s_per_user",
+             "spec_accept_tokens_per_step")
 
 
 def load_runs(path: str | Path = RUNS_PATH, included_only: bool = True) -> pd.DataFrame:
@@ -48,6 +54,19 @@ def load_runs(path: str | Path = RUNS_PATH, included_only: bool = True) -> pd.Da
     if included_only and "include" in runs:
         runs = runs[runs["include"] == 1].reset_index(drop=True)
     return runs
+
+
+def validation_only(runs: pd.DataFrame) -> np.ndarray:
+    """True for the runs kept out of the fit (``validation_only`` 1): the speculative-decoding group, whose
+    acceptance the model reads from its publication and whose error is reported on its own line."""
+    if "validation_only" not in runs:
+        return np.zeros(len(runs), dtype=bool)
+    return pd.to_numeric(runs["validation_only"], errors="coerce").fillna(0).to_numpy() > 0
+
+
+def fit_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs the serving fit and its held-out refits use: every included run but the validation-only ones."""
+    return runs[~validation_only(runs)].reset_index(drop=True)
 
 
 def benchmark_tokens_per_s_per_gpu(out, runs: pd.DataFrame) -> np.ndarray:
@@ -102,6 +121,8 @@ class ServingSummary:
 
 
 def summarize(result: pd.DataFrame) -> ServingSummary:
+    """The headline figures over the fitted group (validation-only runs apart: :func:`speculative_summary`)."""
+    result = result[~validation_only(result)]
     g = result.groupby("source_key")
     per = pd.DataFrame({"rows": g.size(), "mape": g["tokens_ape"].mean(), "max_ape": g["tokens_ape"].max(),
                         "bias": g["tokens_error"].mean(), "tpot_rows": g["tpot_ape"].count(),
@@ -117,3 +138,17 @@ def summarize(result: pd.DataFrame) -> ServingSummary:
         ttft_mape_online=float(online["ttft_ape"].mean()) if len(online) else float("nan"),
         online_rows=len(online),
     )
+
+
+def speculative_summary(result: pd.DataFrame) -> pd.DataFrame | None:
+    """Per source and speculation (none, or the method) of the validation-only runs: rows, MAPE and bias of
+    output tokens/s per GPU, MAPE of TPOT (None where there are none)."""
+    mine = result[validation_only(result)]
+    if not len(mine):
+        return None
+    spec = mine["spec_decode"].fillna("none").astype(str).replace("", "none")
+    g = mine.groupby([mine["source_key"], spec.rename("spec")])
+    return pd.DataFrame({"rows": g.size(), "measured": g["measured_output_tokens_per_s_per_gpu"].median(),
+                         "predicted": g["predicted_output_tokens_per_s_per_gpu"].median(),
+                         "mape": g["tokens_ape"].mean(), "bias": g["tokens_error"].mean(),
+                         "tpot_mape": g["tpot_ape"].mean()})
