@@ -53,7 +53,7 @@ def infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
         out[price] = join_text(["price: no published price for ", rented, " at ",
                                 _labels("pricing", col("pricing")[price])], int(price.sum()))
     out[todo & (col("con_price") == 2)] = ("price: no published price to buy this GPU system (server_usd_per_gpu; "
-                                           "an announced system: set it as a what-if)")
+                                           "an announced system: quote it in a prices: file)")
     out[todo & (col("con_price") == 3)] = ("power: no published power for this GPU system (gpu_tdp_w; an announced "
                                            "system: set it as a what-if)")
     price = todo & (col("con_price") > 0)

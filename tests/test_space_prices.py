@@ -100,6 +100,11 @@ def test_the_price_file_and_its_sha256_are_in_the_runs_record(tmp_path, capsys):
     ("h100-sxm: cheap\n", "h100-sxm", "'cheap' is not a price"),
     ("aws-p5.48xlarge: 4.1\n", "aws-p5.48xlarge", "must map a pricing (on_demand, reserved_1y, reserved_3y, spot)"),
     ("- 4.1\n", "(top)", "must map instance ids to {pricing: USD per GPU-hour}"),
+    ("vera-rubin-nvl72: {server_usd: 9e4}\n", "vera-rubin-nvl72.server_usd",
+     "unknown price; did you mean 'server_usd_per_gpu'? valid: usd_per_gpu_hr, server_usd_per_gpu"),
+    ("vera-rubin-nvl72: {server_usd_per_gpu: -1}\n", "vera-rubin-nvl72.server_usd_per_gpu",
+     "-1 is not a price; valid: a number of USD per GPU, 0 or more"),
+    ("vera-rubin-nvl72: {}\n", "vera-rubin-nvl72", "must give usd_per_gpu_hr and/or server_usd_per_gpu"),
 ])
 def test_a_bad_price_file_is_one_line_and_exit_2(tmp_path, capsys, quotes, key, expect):
     path = _files(tmp_path, quotes=quotes)
@@ -132,3 +137,28 @@ def test_a_quoted_gpu_hour_is_what_owning_that_gpu_is_weighed_against():
     np.testing.assert_array_equal(np.isnan(got), [False, True, False])
     assert got[0] == got[2] == 2.4
     assert rental_quote_column({"gpu": "h100-sxm"}, {"gpus": {}, "instances": {}}, 3) is None
+
+
+def test_a_quoted_system_price_prices_an_announced_rack(tmp_path):
+    """Rubin Ultra NVL576 has no published price (gpus.yaml: null, an announced system), so an owned design on
+    it is infeasible with that reason; a price file's ``server_usd_per_gpu`` quote prices it: 144 GPU packages
+    bill one whole Kyber rack, its servers' capex 144 x $95,000 = $13.68M, and an H100 the file does not quote
+    keeps the catalog's price (144 x gpus.yaml's server_usd_per_gpu)."""
+    space = {"workload": {**SPACE["workload"], "cost_mode": "owned", "global_batch": 576},
+             "cluster": {"gpu": ["rubin-ultra-nvl576", "h100-sxm"], "n_gpus": [144]},
+             "search": {"sampler": "grid", "trials": 2, "batch_size": 2, "seed": 0}}
+
+    def scored(quotes):
+        s = Space(load_spec(_files(tmp_path / str(len(quotes or "")), quotes=quotes, **space)))
+        table = s.table([{"gpu": "rubin-ultra-nvl576"}, {"gpu": "h100-sxm"}])
+        with np.errstate(all="ignore"):
+            return dict(default_scorer(s)(table))
+
+    unpriced = scored(None)
+    assert not unpriced["feasible"][0] and unpriced["infeasible_reason"][0].startswith("price: no published price")
+    quoted = scored("rubin-ultra-nvl576: {server_usd_per_gpu: 95000}\n")
+    assert quoted["feasible"][0], quoted["infeasible_reason"][0]
+    assert quoted["capex_servers_usd"][0] == pytest.approx(144 * 95000.0, rel=1e-12)
+    from objectives import catalog
+
+    assert quoted["capex_servers_usd"][1] == pytest.approx(144 * catalog.gpus()["h100-sxm"]["server_usd_per_gpu"], rel=1e-12)

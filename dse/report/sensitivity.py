@@ -56,13 +56,10 @@ def design_table(run: Run, front: pd.DataFrame) -> dict[str, np.ndarray]:
     out = {k: (np.asarray(v) if np.ndim(v) else np.full(n, v, dtype=object if isinstance(v, str) else None))
            for k, v in table.items()}
     if spec.get("prices"):  # the space's price file, as the sweep gave it (dse.spec.prices)
-        from dse.spec.prices import price_column, rental_quote_column
+        from dse.spec.prices import apply_prices
 
-        given = spec["prices"]["usd_per_gpu_hr"]
-        out["cloud_usd_per_gpu_hr"] = np.broadcast_to(price_column(out, given, n), (n,))
-        quote = rental_quote_column(out, given, n)
-        if quote is not None:
-            out["rental_usd_per_gpu_hr"] = quote
+        out = apply_prices(out, spec["prices"]["usd_per_gpu_hr"], n)
+        out["cloud_usd_per_gpu_hr"] = np.broadcast_to(out["cloud_usd_per_gpu_hr"], (n,))
     return out
 
 

@@ -89,12 +89,9 @@ class Space:
         for name, dim in self._dims.items():
             out[dim.name] = self._column(dim, [p[name] for p in params])
         if self.spec.price_overrides:  # the space's price file (dse.spec.prices): its prices, else the catalog's
-            from dse.spec.prices import price_column, rental_quote_column
+            from dse.spec.prices import apply_prices
 
-            out["cloud_usd_per_gpu_hr"] = price_column(out, self.spec.price_overrides, len(params))
-            quote = rental_quote_column(out, self.spec.price_overrides, len(params))
-            if quote is not None:  # a quoted GPU-hour is also what owning that GPU is weighed against
-                out["rental_usd_per_gpu_hr"] = quote
+            out = apply_prices(out, self.spec.price_overrides, len(params))
         return out
 
     def canonical(self, table: Mapping[str, Any]) -> dict[str, Any]:

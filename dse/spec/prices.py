@@ -4,16 +4,21 @@
 
 The file maps a cloud instance id (``dse catalog instances``) to its prices by pricing, any of
 ``on_demand``, ``reserved_1y``, ``reserved_3y``, ``spot``, and/or a GPU id (``dse catalog gpus``) to the
-``cloud_usd_per_gpu_hr`` a cloud design naming no instance pays (a quote to set beside owning)::
+``cloud_usd_per_gpu_hr`` a cloud design naming no instance pays (a quote to set beside owning), or to a
+mapping that may also give ``server_usd_per_gpu``, the price per GPU of the system bought (gpus.yaml's
+field: the server or rack without its scale-out NIC; a quote for a system the catalog prices otherwise or
+not at all, e.g. an announced one)::
 
     aws-p5.48xlarge: {on_demand: 4.10, reserved_1y: 3.00}
     h100-sxm: 2.40
+    vera-rubin-nvl72: {server_usd_per_gpu: 95000, usd_per_gpu_hr: 9.0}
 
-USD per GPU-hour, each a finite number >= 0; a price the file does not give stays the catalog's (NaN where
-the catalog has none: "no published price"). An unknown id or pricing, or a price that is negative or not a
-number, is one line naming the file and the key, exit 2. The designs carry the result as their
-``cloud_usd_per_gpu_hr`` column (:func:`price_column`, from dse.space.Space.table and the report's re-scoring),
-which the model takes over the catalog's, as any table's own value. The file's path, its sha256 and the
+USD per GPU-hour (USD per GPU for ``server_usd_per_gpu``), each a finite number >= 0; a price the file does not
+give stays the catalog's (NaN where the catalog has none: "no published price"). An unknown id or pricing, or a
+price that is negative or not a number, is one line naming the file and the key, exit 2. The designs carry the
+result as their ``cloud_usd_per_gpu_hr`` column (:func:`price_column`) and, where the file gives one,
+``server_usd_per_gpu`` (:func:`apply_prices`, from dse.space.Space.table and the report's re-scoring), which the
+model takes over the catalog's, as any table's own value. The file's path, its sha256 and the
 prices it gives are in the resolved space (run.json ``spec.prices``; a changed file is a changed space).
 """
 
@@ -31,7 +36,10 @@ from dse.errors import UserError, did_you_mean
 from dse.spec.calibration import parse_calibration
 from dse.spec.yaml_file import read_yaml
 
-__all__ = ["side_files", "parse_prices", "price_column", "rental_quote_column"]
+__all__ = ["side_files", "parse_prices", "price_column", "rental_quote_column", "server_price_column", "apply_prices"]
+
+#: what a GPU's mapping in the file may give: the GPU-hour quote and the system's price per GPU
+GPU_PRICE_KEYS = ("usd_per_gpu_hr", "server_usd_per_gpu")
 
 
 def side_files(ck, top: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,7 +75,7 @@ def parse_prices(ck, raw, top: Mapping[str, Any]) -> tuple[str, str, dict]:
     if not isinstance(doc, Mapping) or not doc:
         fail("(top)", "must map instance ids to {pricing: USD per GPU-hour} and/or GPU ids to USD per GPU-hour, "
                       "e.g. 'aws-p5.48xlarge: {on_demand: 4.1}' or 'h100-sxm: 2.4'")
-    out: dict[str, dict] = {"instances": {}, "gpus": {}}
+    out: dict[str, dict] = {"instances": {}, "gpus": {}, "servers": {}}
     for key, value in doc.items():
         if key in instances:
             if not isinstance(value, Mapping) or not value:
@@ -76,15 +84,26 @@ def parse_prices(ck, raw, top: Mapping[str, Any]) -> tuple[str, str, dict]:
                 if pricing not in pricings:
                     fail(f"{key}.{pricing}", f"unknown pricing; valid: {', '.join(pricings)}")
                 out["instances"].setdefault(key, {})[pricing] = _price(price, f"{key}.{pricing}", fail)
+        elif key in gpus and isinstance(value, Mapping):
+            if not value:
+                fail(key, f"must give {' and/or '.join(GPU_PRICE_KEYS)}, e.g. {{server_usd_per_gpu: 95000}}")
+            for what, price in value.items():
+                if what not in GPU_PRICE_KEYS:
+                    fail(f"{key}.{what}", f"unknown price; {did_you_mean(what, GPU_PRICE_KEYS)}valid: "
+                                          f"{', '.join(GPU_PRICE_KEYS)}")
+                unit = "USD per GPU" if what == "server_usd_per_gpu" else "USD per GPU-hour"
+                out["servers" if what == "server_usd_per_gpu" else "gpus"][key] = _price(price, f"{key}.{what}", fail, unit)
         elif key in gpus:
             out["gpus"][key] = _price(value, key, fail)
         else:
             fail(str(key), f"unknown id; {did_you_mean(key, instances + gpus)}valid: an instance "
                            f"({', '.join(instances)}) or a GPU ({', '.join(gpus)})")
+    if not out["servers"]:  # (absent otherwise, so that a file of GPU-hour prices keeps its record)
+        del out["servers"]
     return str(path), hashlib.sha256(path.read_bytes()).hexdigest(), out
 
 
-def _price(value, key: str, fail) -> float:
+def _price(value, key: str, fail, unit: str = "USD per GPU-hour") -> float:
     if isinstance(value, str):  # YAML 1.1 reads 4e0 as text
         try:
             value = float(value)
@@ -93,7 +112,7 @@ def _price(value, key: str, fail) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         shown = f"{value:g}" if number else repr(str(value)[:40])
-        fail(key, f"{shown} is not a price; valid: a number of USD per GPU-hour, 0 or more")
+        fail(key, f"{shown} is not a price; valid: a number of {unit}, 0 or more")
     return float(value)
 
 
@@ -134,3 +153,36 @@ def rental_quote_column(table: Mapping[str, Any], overrides: Mapping[str, Mappin
     gpu = np.broadcast_to(np.asarray(table.get("gpu"), dtype=object), (n,)).astype(str)
     ids, inverse = np.unique(gpu, return_inverse=True)  # one lookup per distinct GPU
     return np.array([quotes.get(g, np.nan) for g in ids], dtype=np.float64)[inverse.reshape(-1)]
+
+
+def server_price_column(table: Mapping[str, Any], overrides: Mapping[str, Mapping], n: int) -> np.ndarray | None:
+    """Each design's ``server_usd_per_gpu``: the file's quote for its ``gpu`` where it gives one, else the
+    table's own or the catalog's (NaN here: the model fills it from gpus.yaml); None where the file quotes no
+    system price."""
+    quotes = overrides.get("servers", {})
+    if not quotes:
+        return None
+    gpu = np.broadcast_to(np.asarray(table.get("gpu"), dtype=object), (n,)).astype(str)
+    ids, inverse = np.unique(gpu, return_inverse=True)
+    return np.array([quotes.get(g, np.nan) for g in ids], dtype=np.float64)[inverse.reshape(-1)]
+
+
+def apply_prices(out: dict[str, Any], overrides: Mapping[str, Mapping], n: int) -> dict[str, Any]:
+    """``out`` (a design table of ``n`` rows) with the price file's prices as its columns: every design's
+    ``cloud_usd_per_gpu_hr``, the quoted GPU-hour an owned design is weighed against (``rental_usd_per_gpu_hr``)
+    and a quoted system's ``server_usd_per_gpu`` (where it quotes none, the catalog's)."""
+    out = dict(out)
+    out["cloud_usd_per_gpu_hr"] = price_column(out, overrides, n)
+    quote = rental_quote_column(out, overrides, n)
+    if quote is not None:  # a quoted GPU-hour is also what owning that GPU is weighed against
+        out["rental_usd_per_gpu_hr"] = quote
+    server = server_price_column(out, overrides, n)
+    if server is not None:
+        from objectives import catalog
+
+        given = np.asarray(out.get("server_usd_per_gpu", np.nan), dtype=np.float64)
+        gpu = np.broadcast_to(np.asarray(out.get("gpu"), dtype=object), (n,)).astype(str)
+        listed = np.array([float(catalog.gpus().get(g, {}).get("server_usd_per_gpu") or np.nan) for g in gpu])
+        fallback = np.where(np.isnan(given), listed, given) if np.ndim(given) else (listed if np.isnan(given) else given)
+        out["server_usd_per_gpu"] = np.where(np.isnan(server), fallback, server)
+    return out
