@@ -35,7 +35,7 @@ __all__ = ["FIELDS", "PRICE_STEP", "parse_vary", "whatif", "whatif_text"]
 #: the hardware fields a what-if may set (the design table's catalog columns, gpus.yaml), with their units
 FIELDS = {
     "gpu_hbm_tbyte_s": "TB/s", "gpu_hbm_gb": "GB", "scaleup_gbyte_s": "GB/s per direction",
-    "scaleup_size": "GPUs", "nic_gbyte_s": "GB/s per direction", "gpu_bf16_tflop_s": "TFLOP/s",
+    "scaleup_size": "GPUs", "nic_gbyte_s": "GB/s per direction per GPU on the fabric, NIC and port alike", "gpu_bf16_tflop_s": "TFLOP/s",
     "gpu_fp8_tflop_s": "TFLOP/s", "gpu_fp4_tflop_s": "TFLOP/s", "gpu_gemm_eff_bf16": "of peak",
     "gpu_gemm_eff_fp8": "of peak", "gpu_gemm_eff_fp4": "of peak", "gpu_tdp_w": "W", "server_w_per_gpu": "W",
 }
@@ -112,7 +112,8 @@ def whatif(run: Run, field: str, values: Sequence[float], score=None) -> pd.Data
     money = _money_metric(run)
     metrics = list(dict.fromkeys([*run.objectives, money]))
     col = {m: np.asarray(out[m], dtype=np.float64) for m in metrics if m in out}
-    owned = front["cost_mode"].to_numpy() == 0 if "cost_mode" in front.columns else np.ones(n, dtype=bool)
+    # the cost mode as the sweep stored it: its code (a swept column) or its label (a space's constant)
+    owned = front["cost_mode"].isin([0, "owned"]).to_numpy() if "cost_mode" in front.columns else np.ones(n, dtype=bool)
     price = np.where(owned, front.get("server_usd_per_gpu", pd.Series(np.nan, index=front.index)).to_numpy(dtype=np.float64),
                      front.get("cloud_usd_per_gpu_hr", pd.Series(np.nan, index=front.index)).to_numpy(dtype=np.float64))
     rows = []
