@@ -5,7 +5,8 @@ constraints and the search settings::
 
     name: gpt3-175b-gpus                 # optional, defaults to the file name
     description: GPT-3 175B on 300B tokens across four GPU generations
-    workload:                            # fixed columns; ``model`` is a catalog id, the rest overrides
+    workload:                            # fixed columns; ``model`` is a catalog id, an alias or a config.json
+                                         #   (dse.spec.model_source), the rest overrides
       model: gpt3-175b
       train_tokens: 300e9
       global_batch: 1536

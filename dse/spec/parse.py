@@ -11,6 +11,7 @@ from typing import Any
 
 from dse.errors import UserError, did_you_mean
 from dse.spec.facility import facility_limits
+from dse.spec.model_source import model_workload
 from dse.spec.prices import side_files
 from dse.spec.schema import (
     DEFAULT_SEARCH,
@@ -202,7 +203,7 @@ def _parse_workload(ck: _Checker, raw) -> dict[str, Any]:
     w = ck.mapping(raw, "workload")
     if "model" not in w:
         ck.fail("workload.model", f"is required: a catalog model; valid: {_short_list(ck.vocab.catalog_ids.get('model', ()))}")
-    out: dict[str, Any] = {}
+    w, out = model_workload(ck, w)  # model: a config.json gives its architecture columns (dse.spec.model_source)
     for key, value in w.items():
         path = f"workload.{key}"
         ck.column(key, path)

@@ -38,6 +38,7 @@ class Vocabulary:
         """The vocabulary of the installed ``objectives`` package (called once per :func:`load_spec`)."""
         import objectives
         from objectives import catalog, pipeline
+        from objectives.catalog.model_names import aliases
         from objectives.renamed import renamed_note
         from objectives.table import CATEGORIES
 
@@ -48,7 +49,9 @@ class Vocabulary:
                 | set(objectives.MAPPING_COLUMNS) | set(CATEGORIES)
                 | {"model", "gpu", "n_gpus", "global_batch", "train_tokens", "d_head", "network", "storage"}
             )
-        ids: dict[str, tuple[str, ...]] = {"gpu": tuple(catalog.gpu_ids()), "model": tuple(catalog.model_ids())}
+        ids: dict[str, tuple[str, ...]] = {"gpu": tuple(catalog.gpu_ids()),
+                                           "model": tuple(catalog.model_ids()) + tuple(aliases())}
+        ids["prefill_gpu"] = ids["gpu"]  # a serving design's prefill pool GPU (objectives/serving/prefill_pool.py)
         for name in ("network", "storage"):
             getter = getattr(catalog, f"{name}_ids", None)
             if getter is not None:

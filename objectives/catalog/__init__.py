@@ -42,6 +42,7 @@ from objectives.catalog.instances import (
     label_instances,
     provider_labels,
 )
+from objectives.catalog.model_names import with_names
 from objectives.catalog.offers import rental_offers
 from objectives.table import CATEGORIES, InputError, factorize, is_constant
 
@@ -344,7 +345,8 @@ def expand(cols: dict, distinct: dict | None = None) -> dict:
     if "model" in cols:
         # a model name outside the catalog is fine when the row spells out its architecture
         spelled_out = all(f in cols for f in ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size"))
-        out.update(_expand_one(cols, "model", models(), MODEL_FIELDS, strict=not spelled_out, distinct=distinct))
+        known = with_names(cols["model"], models(), strict=not spelled_out)  # aliases, config.json paths (model_names)
+        out.update(_expand_one(cols, "model", known, MODEL_FIELDS, strict=not spelled_out, distinct=distinct))
     if "gpu" in cols:  # the fields, their ranges (a row giving a field fixes it: no range there)
         gpu = _expand_one(cols, "gpu", gpus(), GPU_FIELDS + RANGE_COLUMNS, strict=True, distinct=distinct)
         out.update(gpu)

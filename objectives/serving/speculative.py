@@ -125,9 +125,12 @@ def model_codes(model: np.ndarray) -> np.ndarray:
     architecture out); by distinct label, a constant column staying one value."""
     if is_constant(model):
         return np.broadcast_to(model_codes(np.asarray(model[:1]))[0], model.shape)
+    from objectives.catalog.model_names import canonical
+
     codes, distinct = factorize(np.asarray(model))
     index = {m: float(i) for i, m in enumerate(spec_models())}
-    lut = np.array([index.get(str(m), np.nan) for m in distinct] + [np.nan])
+    # an alias names its catalog model's acceptance (catalog/model_aliases.yaml: deepseek-ai/DeepSeek-R1)
+    lut = np.array([index.get(canonical(str(m)) or str(m), np.nan) for m in distinct] + [np.nan])
     return lut.take(codes)  # code -1 (a blank cell) takes the last entry
 
 
