@@ -14,7 +14,7 @@ from dse.store import RunStore
 from dse.sweep import run
 
 ROOT = Path(__file__).resolve().parent.parent
-SPACES = sorted((ROOT / "spaces").glob("serving-*.yaml"))
+SPACES = sorted([*(ROOT / "spaces").glob("serving-*.yaml"), ROOT / "spaces" / "roadmap-2027-serving.yaml"])
 SHOWN = ["gpu", "n_gpus", "precision", "tp", "pp", "ep", "attn_dp", "concurrency", "max_concurrency", "tpot_s", "ttft_s",
          "output_tokens_per_s_per_gpu"]
 

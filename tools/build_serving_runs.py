@@ -34,7 +34,7 @@ COLUMNS = [
     "run_id", "source_key", "source", "framework_version", "scenario", "model", "gpu", "n_gpus", "tp", "pp", "ep",
     "attn_dp", "precision", "kv_precision", "engine", "input_len", "output_len", "concurrency", "request_rate_per_s",
     "replicas", "benchmark_requests", "max_batch_size", "max_num_tokens", "kv_mem_frac", "attn_dp_balance",
-    "spec_decode", "spec_tokens", "spec_accept_tokens_per_step",
+    "latency_tuned", "spec_decode", "spec_tokens", "spec_accept_tokens_per_step",
     "measured_output_tokens_per_s_per_gpu",
     "measured_ttft_s", "measured_tpot_s",
     "include", "validation_only", "exclude_reason", "row_ids", "notes",

@@ -18,7 +18,9 @@ give stays the catalog's (NaN where the catalog has none: "no published price").
 price that is negative or not a number, is one line naming the file and the key, exit 2. The designs carry the
 result as their ``cloud_usd_per_gpu_hr`` column (:func:`price_column`) and, where the file gives one,
 ``server_usd_per_gpu`` (:func:`apply_prices`, from dse.space.Space.table and the report's re-scoring), which the
-model takes over the catalog's, as any table's own value. The file's path, its sha256 and the
+model takes over the catalog's, as any table's own value; a serving design's ``prefill_gpu`` gets the file's quotes
+for that GPU as ``prefill_server_usd_per_gpu`` and ``prefill_cloud_usd_per_gpu_hr``
+(objectives/serving/prefill_pool.py). The file's path, its sha256 and the
 prices it gives are in the resolved space (run.json ``spec.prices``; a changed file is a changed space).
 """
 
@@ -185,4 +187,21 @@ def apply_prices(out: dict[str, Any], overrides: Mapping[str, Mapping], n: int) 
         listed = np.array([float(catalog.gpus().get(g, {}).get("server_usd_per_gpu") or np.nan) for g in gpu])
         fallback = np.where(np.isnan(given), listed, given) if np.ndim(given) else (listed if np.isnan(given) else given)
         out["server_usd_per_gpu"] = np.where(np.isnan(server), fallback, server)
+    if "prefill_gpu" in out:  # a disaggregated design's prefill pool on another GPU (objectives/serving/prefill_pool.py)
+        out.update(_prefill_prices(out, overrides, n))
     return out
+
+
+def _prefill_prices(out: Mapping[str, Any], overrides: Mapping[str, Mapping], n: int) -> dict[str, np.ndarray]:
+    """The file's quotes for each design's ``prefill_gpu`` as ``prefill_server_usd_per_gpu`` and
+    ``prefill_cloud_usd_per_gpu_hr`` (NaN where it quotes none or the cell is blank: the model takes the
+    catalog's, or the decode GPU's where the prefill GPU is the same); a table's own value wins."""
+    label = np.broadcast_to(np.asarray(out["prefill_gpu"], dtype=object), (n,)).astype(str)
+    ids, inverse = np.unique(label, return_inverse=True)  # one lookup per distinct prefill GPU
+    res = {}
+    for column, kind in (("prefill_server_usd_per_gpu", "servers"), ("prefill_cloud_usd_per_gpu_hr", "gpus")):
+        quotes = overrides.get(kind, {})
+        quoted = np.array([quotes.get(g, np.nan) for g in ids], dtype=np.float64)[inverse.reshape(-1)]
+        given = np.broadcast_to(np.asarray(out.get(column, np.nan), dtype=np.float64), (n,))
+        res[column] = np.where(np.isnan(given), quoted, given)
+    return res

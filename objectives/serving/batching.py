@@ -44,6 +44,7 @@ import numpy as np
 from objectives.serving.designs import PerDesign
 from objectives.serving.disaggregated import PREFILL_MAPPING, DisaggregatedPools
 from objectives.serving.memory import ServingMemory
+from objectives.serving.prefill_pool import PREFILL_GPU_COLUMNS, PREFILL_GPU_EXTRA, prefill_gpu_constraint
 from objectives.serving.rentals import fill_instances
 from objectives.serving.step import STEP_COLUMNS, StepModel, step_design
 
@@ -126,7 +127,7 @@ class ServingBatching(PerDesign):
     requires = tuple(dict.fromkeys(STEP_COLUMNS + ServingMemory.requires + tuple(PREFILL_MAPPING) + (
         "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
         "n_gpus", "serving", "kv_bytes_per_token", "attn_dp_balance", "cost_mode", "instance_gpus", "spec_draft_tokens",
-        "spec_accept_tokens_per_step", "spec_draft_layers")))
+        "spec_accept_tokens_per_step", "spec_draft_layers") + tuple(PREFILL_GPU_COLUMNS.values()) + PREFILL_GPU_EXTRA))
     provides = {
         "concurrency": "requests; requests in flight per instance at the operating point",
         "ttft_s": "s; time to first token at steady state (no admission queueing)",
@@ -155,6 +156,8 @@ class ServingBatching(PerDesign):
         "con_prefill_memory": "GB; disaggregated: the prefill instance's KV for one step's prompts minus its capacity "
                               "(> 0: it does not fit)",
         "con_prefill_layout": "flag; disaggregated: 1 where the prefill instance's mapping cannot lay out",
+        "con_prefill_gpu": "code; > 0 where the prefill GPU (prefill_gpu) cannot serve the row: 1 aggregated, 2 engine "
+                           "vendor, 3 precision, 4 no published price, 5 no published power (objectives/serving/prefill_pool.py)",
     }
 
     #: what the design part reads: the step's columns but the request shape (objectives.serving.step.step_design)
@@ -207,6 +210,9 @@ class ServingBatching(PerDesign):
             replicas = np.where(sized, np.maximum(np.ceil(rate / first["requests_per_s"]), 1.0), replicas)
         if np.any(fill):
             ratio = first.get("ratio", 0.0) if first is not None else 0.0  # prefill instances per decode instance
+            # a prefill pool on another GPU is not in the decode GPU's cloud instances: billed per GPU
+            # (objectives/serving/economics.py), the decode instances alone fill theirs
+            ratio = np.where(c["prefill_gpu_differs"] > 0, 0.0, ratio)
             prefill_gpus = pools.p["n_gpus"] if pools is not None else c["n_gpus"]
             replicas = np.where(fill, fill_instances(replicas, c["n_gpus"], ratio, prefill_gpus, c["instance_gpus"]),
                                 replicas)
@@ -247,4 +253,5 @@ class ServingBatching(PerDesign):
             "kv_transfer_s": zero if pools is None else np.where(disaggregated, pools.transfer, 0.0),
             "con_prefill_memory": zero - 1.0 if pools is None else np.where(disaggregated, pools.con_memory, -1.0),
             "con_prefill_layout": zero if pools is None else np.where(disaggregated, pools.con_layout, 0.0),
+            "con_prefill_gpu": prefill_gpu_constraint(c, 0.0 if pools is None else pools.con_precision),
         }

@@ -30,7 +30,7 @@ from objectives.transformer import TransformerMath, TransformerParameters
 __all__ = ["Designs", "PerDesign", "ServingParameters", "design_codes", "KEY_COLUMNS"]
 
 #: small whole-number columns that, with the model and the GPU, identify a design
-KEY_COLUMNS = ("precision", "kv_precision", "engine", "tp", "pp", "ep", "attn_dp")
+KEY_COLUMNS = ("precision", "kv_precision", "engine", "tp", "pp", "ep", "attn_dp", "latency_tuned")
 #: the most designs a key may number by a lookup table (else: a sort)
 _DENSE_KEYS = 1 << 20
 

@@ -14,7 +14,8 @@ Disaggregated, a row's mapping (``n_gpus``, ``tp``, ``pp``, ``ep``, ``attn_dp``)
   T_prefill requests per second; a prompt's time to its first token pp x n_chunks x T_prefill, plus half a
   step of waiting for the batch under way;
 - the KV of a prompt, kv_bytes_per_token x ISL, moves to the decode instance over NVLink where both fit in one
-  NVLink domain, over the scale-out NICs otherwise, in parallel over min(prefill, decode) GPUs
+  NVLink domain (and run on one GPU type), over the scale-out NICs otherwise, at the slower side's NIC, in
+  parallel over min(prefill, decode) GPUs
   (inference-measurements.md 2.3; overlapped with other requests' compute, as TensorRT-LLM, SGLang and
   Mooncake do, so it adds to TTFT, not to the steps);
 - rate matching (TensorRT-LLM blog 5; inference-measurements.md 3.3): X_d / X_p prefill instances per decode
@@ -24,7 +25,8 @@ Disaggregated, a row's mapping (``n_gpus``, ``tp``, ``pp``, ``ep``, ``attn_dp``)
 TTFT = prefill + KV transfer + half a decode step (admission into the running batch). Blank prefill cells
 are the decode instance's here; ``objectives.search_serving`` searches them (objectives/serving/
 prefill_search.py). Not modelled: a prefill pool's own concurrency (it runs full budgets), queueing at the
-prefill pool beyond the fluid steady state, heterogeneous pools (another GPU for prefill).
+prefill pool beyond the fluid steady state. ``prefill_gpu`` runs the prefill pool on another GPU
+(objectives/serving/prefill_pool.py): its step, memory and NIC are that GPU's (``prefill_<field>`` columns).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 
 from objectives.collectives import Tiers
 from objectives.serving.memory import ServingMemory
+from objectives.serving.prefill_pool import PREFILL_GPU_COLUMNS
 from objectives.serving.step import StepModel
 
 __all__ = ["PREFILL_MAPPING", "prefill_columns", "DisaggregatedPools"]
@@ -44,11 +47,15 @@ _MEMORY = ServingMemory()
 
 
 def prefill_columns(c) -> dict:
-    """The columns as a prefill instance sees them: its own mapping (the decode instance's where blank)."""
+    """The columns as a prefill instance sees them: its own mapping (the decode instance's where blank) and its
+    own GPU's figures (``prefill_gpu``, objectives/serving/prefill_pool.py: the decode GPU's where the same)."""
     out = dict(c)
     for name, decode in PREFILL_MAPPING.items():
         given = c[name]
         out[decode] = np.where(np.isnan(given), c[decode], given)
+    for field, name in PREFILL_GPU_COLUMNS.items():
+        if name in c:
+            out[field] = c[name]
     return out
 
 
@@ -75,13 +82,17 @@ class DisaggregatedPools:
         self.con_memory = (held * memory["kv_bytes_per_token_gpu"] / 1e9 - memory["kv_cache_gb"]) \
             * (c["serving"] == 1)
         self.con_layout = memory["con_layout"] * (c["serving"] == 1)
+        self.con_precision = memory["con_precision"]  # on the prefill GPU (prefill_pool.prefill_gpu_constraint)
         # bytes of one prompt's KV (full-attention layers), the cached prefix's included: the decode instance
         # is taken to hold none of it (a prefix cache on the decode side is not modelled)
         kv = c["kv_bytes_per_token"] * isl
         lanes = np.minimum(p["n_gpus"], c["n_gpus"])
-        inside = p["n_gpus"] + c["n_gpus"] <= c["scaleup_size"]
+        # one NVLink domain holds one GPU type (gpus.yaml ``system``; a Rubin CPX has no NVLink, X41): pools on
+        # two GPU types send the KV over the NICs, at the slower side's (p's is the prefill GPU's)
+        inside = (p["n_gpus"] + c["n_gpus"] <= c["scaleup_size"]) & ~(np.asarray(c.get("prefill_gpu_differs", 0.0)) > 0)
+        nic = np.minimum(c["nic_gbyte_s"], p["nic_gbyte_s"])
         tiers = Tiers(size=c["scaleup_size"], bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.base.scaleup_eff,
-                      bw_out=c["nic_gbyte_s"] * 1e9 * cal.base.scaleout_eff * c["net_eff_rel"], lat_up=0.0,
+                      bw_out=nic * 1e9 * cal.base.scaleout_eff * c["net_eff_rel"], lat_up=0.0,
                       lat_out=cal.base.scaleout_latency_s)
         self.transfer = np.where(inside, kv / (lanes * tiers.bw_up) + cal.base.scaleup_latency_s,
                                  kv / (lanes * tiers.bw_out) + cal.base.scaleout_latency_s)

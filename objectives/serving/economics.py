@@ -15,6 +15,14 @@ being a rounding error beside the GPUs):
            ``instance``, objectives/catalog/instances.yaml, pays its price at its ``pricing`` for whole
            instances of ``instance_gpus``, as objectives.cost bills a training run)
 
+A disaggregated row whose prefill pool runs on another GPU (``prefill_gpu``, objectives/serving/prefill_pool.py)
+pays for its prefill GPUs as their own systems: their ``prefill_server_usd_per_gpu`` (and facility per MW
+of their peak power) owned, their ``prefill_cloud_usd_per_gpu_hr`` per GPU rented (no cloud instance of
+another GPU type is modelled: the decode GPUs alone fill whole instances), their ``prefill_server_w_per_gpu``
+(or server_to_gpu_tdp x ``prefill_gpu_tdp_w``) at ``power_load_frac``; its fabric always crosses NVLink
+domains (the KV goes over the NICs). Each figure is the decode GPU's plus the prefill GPUs' difference, so a
+row on one GPU type is costed bit for bit as before.
+
 usd_per_mtok_out = cost per hour / (output tokens per hour at the operating point) x 1e6, as
 inference-measurements.md 3.2 writes it (all of the cost put on the output tokens), and energy per output
 token = facility power / output tokens per second.
@@ -27,12 +35,15 @@ import numpy as np
 from objectives.base import Model
 from objectives.capital import annual_capital_usd
 from objectives.cost import DAYS_PER_YEAR
+from objectives.serving.prefill_pool import PREFILL_GPU_COLUMNS
 from objectives.topology import Topology
 
 __all__ = ["ServingEconomics", "HOURS_PER_YEAR"]
 
 HOURS_PER_YEAR = DAYS_PER_YEAR * 24.0
 _TOPOLOGY = Topology()
+#: the prefill GPU's figures the economics read (objectives/serving/prefill_pool.py)
+_PRICED = ("gpu_tdp_w", "server_w_per_gpu", "server_usd_per_gpu", "cloud_usd_per_gpu_hr", "facility_usd_per_mw")
 
 
 class ServingEconomics(Model):
@@ -41,7 +52,7 @@ class ServingEconomics(Model):
         "server_to_gpu_tdp", "power_load_frac",
         "pue", "cost_mode", "server_usd_per_gpu", "cloud_usd_per_gpu_hr", "facility_usd_per_mw", "server_years",
         "network_years", "facility_years", "upkeep_frac_per_year", "electricity_usd_per_kwh", "instance_gpus", "cost_of_capital_frac",
-        "utilization_frac", "residual_value_frac"}))
+        "utilization_frac", "residual_value_frac", "prefill_gpu_differs"} | {PREFILL_GPU_COLUMNS[f] for f in _PRICED}))
     provides = {
         "deployment_gpus": "count; GPUs of the deployment, n_gpus x replicas_used (+ prefill_gpus, disaggregated)",
         "net_capex_usd": "USD; the deployment's scale-out fabric (objectives.topology), 0 where no traffic crosses an NVLink domain",
@@ -56,21 +67,37 @@ class ServingEconomics(Model):
     }
 
     def compute(self, c, cal):
-        gpus = c["n_gpus"] * c["replicas_used"] + c["prefill_gpus"]  # decode (or aggregated) and prefill instances
+        pre = c["prefill_gpus"]
+        gpus = c["n_gpus"] * c["replicas_used"] + pre  # decode (or aggregated) and prefill instances
+        other = c["prefill_gpu_differs"] > 0  # the prefill pool on another GPU type (prefill_pool.py)
         fabric = _TOPOLOGY.compute({**c, "n_gpus": gpus}, cal.base)
         # a scale-out fabric only where the deployment's traffic crosses NVLink domains: an instance larger
         # than one, or prefill and decode pools that do not share one (the KV transfer then takes the NICs,
         # objectives/serving/disaggregated.py); replicas inside a domain each talk only to their clients
-        crosses = (c["n_gpus"] > c["scaleup_size"]) | \
-            ((c["prefill_gpus"] > 0) & (c["n_gpus"] * c["replicas_used"] + c["prefill_gpus"] > c["scaleup_size"]))
+        crosses = (c["n_gpus"] > c["scaleup_size"]) | ((pre > 0) & (other | (gpus > c["scaleup_size"])))
         fabric = {k: np.where(crosses, fabric[k], 0.0) for k in ("net_capex_usd", "net_power_w")}
-        server_w = np.where(np.isnan(c["server_w_per_gpu"]), c["server_to_gpu_tdp"] * c["gpu_tdp_w"], c["server_w_per_gpu"])
-        it = (gpus * server_w * c["power_load_frac"] + fabric["net_power_w"]) / 1e6
+
+        def server_w(w, tdp):
+            return np.where(np.isnan(w), c["server_to_gpu_tdp"] * tdp, w)
+
+        def peak(w, tdp):  # the system's peak per GPU (a GPU without a published board power: its system's)
+            return np.where(np.isnan(tdp), w, np.maximum(w, tdp))
+
+        def prefill_extra(decode, prefill):  # what the prefill GPUs add beyond the decode GPU's figure (0: same GPU)
+            return pre * np.where(other, prefill - decode, 0.0)
+
+        p = {f: c[PREFILL_GPU_COLUMNS[f]] for f in _PRICED}
+        w, pw = server_w(c["server_w_per_gpu"], c["gpu_tdp_w"]), server_w(p["server_w_per_gpu"], p["gpu_tdp_w"])
+        it = ((gpus * w + prefill_extra(w, pw)) * c["power_load_frac"] + fabric["net_power_w"]) / 1e6
         power = c["pue"] * it
-        it_peak = (gpus * np.maximum(server_w, c["gpu_tdp_w"]) + fabric["net_power_w"]) / 1e6
-        servers = gpus * c["server_usd_per_gpu"]
+        peak_w, peak_pw = peak(w, c["gpu_tdp_w"]), peak(pw, p["gpu_tdp_w"])
+        it_peak = (gpus * np.maximum(w, c["gpu_tdp_w"]) + prefill_extra(peak_w, peak_pw) + fabric["net_power_w"]) / 1e6
+        servers = gpus * c["server_usd_per_gpu"] + prefill_extra(c["server_usd_per_gpu"], p["server_usd_per_gpu"])
         network = fabric["net_capex_usd"]
-        facility = it_peak * c["facility_usd_per_mw"]
+        # each system's facility at its own price per MW of its peak (a liquid-cooled rack's, gpus.yaml)
+        # (it_peak holds the prefill GPUs' peak at the decode system's price: the difference of theirs added)
+        facility = it_peak * c["facility_usd_per_mw"] + prefill_extra(peak_pw * c["facility_usd_per_mw"],
+                                                                      peak_pw * p["facility_usd_per_mw"]) / 1e6
         rate = c["cost_of_capital_frac"]
         per_year = annual_capital_usd(servers, rate, c["server_years"], c["residual_value_frac"]) \
             + annual_capital_usd(network, rate, c["network_years"]) + annual_capital_usd(facility, rate, c["facility_years"]) \
@@ -78,8 +105,10 @@ class ServingEconomics(Model):
         owned = per_year / (HOURS_PER_YEAR * c["utilization_frac"]) + power * 1e3 * c["electricity_usd_per_kwh"]
         cloud = c["cost_mode"] == 1
         per_instance = c["instance_gpus"]
-        billed = np.where(np.isnan(per_instance), gpus, np.ceil(gpus / per_instance) * per_instance)  # whole instances
-        per_hr = np.where(cloud, billed * c["cloud_usd_per_gpu_hr"], owned)
+        rented = gpus - np.where(other, pre, 0.0)  # another GPU's prefill pool is rented per GPU, not in instances
+        billed = np.where(np.isnan(per_instance), rented, np.ceil(rented / per_instance) * per_instance)  # whole instances
+        per_hr = np.where(cloud, billed * c["cloud_usd_per_gpu_hr"]
+                          + np.where(other, pre * p["cloud_usd_per_gpu_hr"], 0.0), owned)
         tokens = c["output_tokens_per_s"]
         return {
             "deployment_gpus": gpus,
@@ -90,5 +119,5 @@ class ServingEconomics(Model):
             "usd_per_hr": per_hr,
             "usd_per_mtok_out": per_hr / (tokens * 3600.0) * 1e6,
             "energy_j_per_tok_out": power * 1e6 / tokens,
-            "billed_idle_gpus": np.where(cloud, billed - gpus, 0.0),  # NaN instance_gpus: billed per GPU, none idle
+            "billed_idle_gpus": np.where(cloud, billed - rented, 0.0),  # NaN instance_gpus: billed per GPU, none idle
         }

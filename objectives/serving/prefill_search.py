@@ -16,7 +16,7 @@ Candidates: ``prefill_n_gpus`` (blank: a power of two up to the decode instance'
 instance no larger than a decode one, as DeepSeek's 4-node prefill and 18-node decode units and SGLang's
 EP32 prefill and EP72 decode deployments run) x ``prefill_tp``, ``prefill_pp``, ``prefill_ep``,
 ``prefill_attn_dp`` from objectives.serving.search's choices, under its rules (tp x attn_dp x pp the
-instance, tp inside the NVLink domain, attention data and expert parallelism only on an MoE model, ep
+instance, tp inside the prefill GPU's NVLink domain, attention data and expert parallelism only on an MoE model, ep
 splitting the experts and the stage's GPUs); a given cell fixes its column.
 """
 
@@ -59,7 +59,9 @@ def _valid(floats: Columns, given: dict[str, np.ndarray], grid: np.ndarray) -> n
     """(rows, k) mask of the prefill candidates each row may run (module doc)."""
     n, tp, pp, ep, adp = (grid[:, i][None, :] for i in range(5))
     size = np.where(np.isnan(given["prefill_n_gpus"]), floats["n_gpus"], np.inf)[:, None]  # blank: <= the decode's
-    return (n <= size) & layout_ok(floats, given, PREFILL_COLUMNS, grid, tp, adp, ep)
+    # tp inside the *prefill* GPU's NVLink domain (prefill_gpu: a Rubin CPX's is one GPU, objectives/serving/prefill_pool.py)
+    domain = {**floats, "scaleup_size": floats.get("prefill_scaleup_size", floats["scaleup_size"])}
+    return (n <= size) & layout_ok(domain, given, PREFILL_COLUMNS, grid, tp, adp, ep)
 
 
 def search_prefill(floats: Columns, rows: np.ndarray, given: dict[str, np.ndarray], choices: Mapping[str, tuple],

@@ -29,6 +29,7 @@ from objectives.columns import all_at_least, all_whole, bad_row, distinct_cells,
 from objectives.pipeline import DEFAULTS as TRAINING_DEFAULTS
 from objectives.pipeline import check_architecture, fill_defaults, open_table
 from objectives.serving.engines import vendor_codes
+from objectives.serving.prefill_pool import PREFILL_GPU_COLUMNS, check_prefill_overrides, prefill_gpu_columns
 from objectives.serving.speculative import model_codes
 from objectives.table import CATEGORIES, Columns, InputError, is_constant
 
@@ -52,6 +53,9 @@ SERVING_DEFAULTS: dict[str, float] = {
     # attention data parallelism: 1 where the groups take their prompts in the same steps (TensorRT-LLM
     # attention_dp_config enable_balance, off by default; objectives/serving/batching.py)
     "attn_dp_balance": 0.0,
+    # 1: the engine deployed as its min-latency guides configure it (CUDA graphs up to batch 8, PDL, fused
+    # one-shot all-reduce; objectives/serving/latency.py), its decode steps at small batch latency-tuned
+    "latency_tuned": 0.0,
     # prefix caching: the share of each request's prompt tokens served from a prefix cache (0 <= h < 1; the
     # prefill computes the rest, objectives/serving/step.py); 0, none: no published run in the validation has one
     "prefix_hit_frac": 0.0,
@@ -79,6 +83,7 @@ _POSITIVE = ("concurrency", "request_rate_per_s", "ttft_slo_s", "tpot_slo_s", "m
 SERVING_INPUTS: frozenset[str] = frozenset(
     set(SERVING_REQUIRED) | set(SERVING_DEFAULTS) | set(catalog.GPU_FIELDS) | set(catalog.MODEL_FIELDS)
     | set(catalog.NETWORK_FIELDS) | set(SERVING_CATEGORIES) | {"model", "gpu", "network", "d_head"}
+    | {"prefill_gpu"} | set(PREFILL_GPU_COLUMNS.values())  # a disaggregated row's prefill GPU (prefill_pool.py)
 )
 
 
@@ -105,7 +110,7 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     for name, value in cols.items():
         if value.dtype.kind in "iufb":
             floats[name] = value.astype(np.float64, copy=False)
-        elif value.dtype == object and name not in ("model", "gpu", "network", "storage"):
+        elif value.dtype == object and name not in ("model", "gpu", "network", "storage", "prefill_gpu"):
             try:
                 floats[name] = np.asarray(value, dtype=np.float64)
             except (TypeError, ValueError):
@@ -118,6 +123,9 @@ def prepare_serving(table: Mapping[str, object]) -> tuple[Columns, Columns]:
     _check_share(floats, "prefix_hit_frac")  # a blank cell is no prefix cache (0), as every defaulted column's
     # the GPU's vendor, which decides the engines that run on it (objectives/serving/engines.py; NaN: no catalog GPU)
     floats["gpu_vendor"] = vendor_codes(user["gpu"]) if "gpu" in user else np.broadcast_to(np.nan, (n,))
+    # the prefill pool's GPU (``prefill_gpu``; blank: the row's own): its columns (objectives/serving/prefill_pool.py)
+    check_prefill_overrides(floats)
+    floats.update(prefill_gpu_columns(user, floats, n, SERVING_DEFAULTS))
     # the catalog model, whose published acceptance a speculative row reads (objectives/serving/speculative.py)
     floats["spec_model_code"] = model_codes(user["model"]) if "model" in user else np.broadcast_to(np.nan, (n,))
     heads = floats["n_heads"]
@@ -167,7 +175,7 @@ def _check_values(floats: Columns, distinct: dict[str, tuple[np.ndarray, np.ndar
         row = bad_row(~(v >= 1) & ~((name == "replicas") & np.isnan(v)))
         if row is not None:
             raise InputError(f"{v[row]:g} is not valid; needs a whole number >= 1", column=name, row=row)
-    for name in ("moe_all_to_all", "attn_dp_balance"):
+    for name in ("moe_all_to_all", "attn_dp_balance", "latency_tuned"):
         v = distinct_cells(floats[name])
         row = bad_row((v != 0) & (v != 1))
         if row is not None:

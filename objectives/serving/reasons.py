@@ -2,6 +2,7 @@
 
 ``feasible`` where every ``con_*`` is <= 0 and the throughput is a number: the engine runs on the GPU's
 vendor (``con_engine_vendor``: TensorRT-LLM on NVIDIA GPUs only, objectives.serving.engines.ENGINE_VENDORS),
+a disaggregated row's prefill GPU can serve it (``con_prefill_gpu``, objectives/serving/prefill_pool.py),
 the mapping lays out (``con_layout``), the GPU has the precisions (``con_precision``), the concurrency's KV cache fits
 (``con_memory``: GB per GPU, the larger of one request's overflow and the concurrency's), and the targets are
 met (``con_slo``). ``infeasible_reason`` names the first broken, in that order, with its numbers; text is
@@ -91,7 +92,7 @@ def _spec_text(col, rows) -> np.ndarray:
 class ServingFeasible(Model):
     requires = ("con_layout", "con_precision", "con_kv", "con_slo", "concurrency", "attn_dp", "kv_request_gb",
                 "kv_cache_gb", "output_tokens_per_s", "con_prefill_memory", "con_prefill_layout", "engine", "gpu_vendor",
-                "con_spec_decode")
+                "con_spec_decode", "con_prefill_gpu")
     provides = {
         "con_engine_vendor": "flag; 1 where the engine does not run on the GPU's vendor (TensorRT-LLM on an AMD GPU)",
         "con_memory": "GB; KV cache per GPU the concurrency needs minus the capacity (> 0: it does not fit)",
@@ -104,7 +105,7 @@ class ServingFeasible(Model):
         vendor = 1.0 - engine_runs(c["engine"], c["gpu_vendor"])  # objectives.serving.engines.ENGINE_VENDORS
         ok = (c["con_layout"] <= 0) & (c["con_precision"] <= 0) & (memory <= 1e-9) & (c["con_slo"] <= 1e-9) \
             & (c["con_prefill_memory"] <= 1e-9) & (c["con_prefill_layout"] <= 0) & np.isfinite(c["output_tokens_per_s"]) \
-            & (vendor <= 0) & (c.get("con_spec_decode", 0.0) <= 0)
+            & (vendor <= 0) & (c.get("con_spec_decode", 0.0) <= 0) & (c.get("con_prefill_gpu", 0.0) <= 0)
         return {"con_engine_vendor": vendor, "con_memory": memory, "feasible": ok}
 
 
@@ -129,6 +130,13 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
                                          (col("gpu_vendor")[vendor], VENDORS), " GPUs; engines for them: ",
                                          (col("gpu_vendor")[vendor], _VENDOR_ENGINES)])
         todo &= ~vendor
+    if "con_prefill_gpu" in cols:  # the prefill pool's GPU (objectives/serving/prefill_pool.py)
+        from objectives.serving.prefill_pool import prefill_gpu_text
+
+        other = todo & (col("con_prefill_gpu") > 0)
+        if other.any():
+            reason[other] = prefill_gpu_text(col("con_prefill_gpu")[other])
+        todo &= ~other
     if "con_spec_decode" in cols:
         spec = todo & (col("con_spec_decode") > 0)
         if spec.any():

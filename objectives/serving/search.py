@@ -95,7 +95,12 @@ def search_serving(table: Mapping[str, object], choices: Mapping[str, tuple] | N
                for c in SERVING_MAPPING_COLUMNS}
     # a prefill pool left partly open is blank (the decode instance's) until searched, for the boundary's checks
     open_prefill = {c: np.where(prefill_rows, np.nan, v) for c, v in prefill_given.items()}
-    chosen, tried, lost = _search_decode({**table, **open_prefill}, user, n, given, complete, options, cal)
+    decode_table = {**table, **open_prefill}
+    if "prefill_gpu" in user and prefill_rows.any():
+        # an open prefill pool on another GPU (prefill_gpu) is searched next on its own GPU; the decode mapping
+        # is chosen with the pool on the decode GPU (the pools nearly separable: prefill_search.py's doc)
+        decode_table["prefill_gpu"] = np.where(prefill_rows, None, np.asarray(user["prefill_gpu"], dtype=object))
+    chosen, tried, lost = _search_decode(decode_table, user, n, given, complete, options, cal)
     decided = {**table, **{c: chosen[:, i] for i, c in enumerate(SERVING_MAPPING_COLUMNS)}}
     prefill_tried = np.ones(n)
     if prefill_rows.any():

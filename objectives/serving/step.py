@@ -60,6 +60,7 @@ import numpy as np
 from objectives.base import as_codes, lookup, select
 from objectives.collectives import Tiers, all_reduce_terms, all_to_all_terms, p2p_terms, reduce_scatter_terms
 from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
+from objectives.serving.latency import latency_design, latency_step
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
 from objectives.transformer import attended_keys
 
@@ -73,7 +74,7 @@ STEP_COLUMNS = (
     "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer", "precision",
     "kv_precision", "engine", "input_len", "output_len", "prefix_hit_frac", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s",
     "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa3",
-    "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel", "host_grace",
+    "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel", "host_grace", "latency_tuned",
 )
 
 
@@ -97,7 +98,8 @@ IMBALANCE_MAX = 2.55
 #: what :func:`step_design` gives that a StepModel keeps as it is
 _DESIGN_ATTRIBUTES = ("dense_mem", "dense_flop", "expert_mem", "imbalance", "expert_flop", "expert_half", "log_miss",
                       "act_stage", "logits_mem", "logits_flop", "comm0", "per_group_token", "per_stage_token",
-                      "launch", "host", "host_request", "overlap", "graphs", "graph_max")
+                      "launch", "host", "host_request", "overlap", "graphs", "graph_max", "latency_tuned",
+                      "lat_comm0", "lat_floor")
 
 
 def step_design(c, cal) -> dict[str, np.ndarray]:
@@ -255,7 +257,10 @@ def step_design(c, cal) -> dict[str, np.ndarray]:
     overlap = lookup(_OVERLAP, engine) > 0
     graphs = lookup(_GRAPHS, engine)
     graph_max = lookup(_GRAPH_MAX, engine)
-    return {"dense_mem": dense_mem, "dense_flop": dense_flop, "expert_mem": expert_mem, "imbalance": imbalance,
+    # a latency-tuned deployment's decode step (objectives/serving/latency.py): fused one-shot all-reduces, kernels' floor
+    lat_comm0, lat_floor = latency_design(c, layers, moe_layers, n_ar + n_a2a + 2.0 * n_gather + piped, lat, comm0)
+    return {"latency_tuned": c["latency_tuned"], "lat_comm0": lat_comm0, "lat_floor": lat_floor,
+            "dense_mem": dense_mem, "dense_flop": dense_flop, "expert_mem": expert_mem, "imbalance": imbalance,
             "expert_flop": expert_flop, "expert_half": expert_half, "log_miss": log_miss, "act_stage": act_stage,
             "logits_mem": logits_mem, "logits_flop": logits_flop, "comm0": comm0, "per_group_token": per_group_token,
             "per_stage_token": per_stage_token, "launch": launch, "host": host, "host_request": host_request,
@@ -336,14 +341,16 @@ class StepModel:
             graphed = (self.graphs >= 2) | ((self.graphs >= 1) & (dec_group <= self.graph_max))
         device = np.where(graphed, gpu, np.maximum(gpu, self.launch))
         host = self.host + self.host_request * requests
-        return np.where(self.overlap, np.maximum(device, host), device + host)
+        device, host, tuned = latency_step(self, gpu, device, host, dec_group, mixed)  # latency_tuned rows
+        return np.where(self.overlap | tuned, np.maximum(device, host), device + host)
 
     def _layers(self, group, stage):
         """Seconds of the GEMM classes (dense and routed experts) with ``group`` tokens on the busiest attention
         group and ``stage`` tokens at the stage's experts."""
+        touched = -np.expm1(stage * self.log_miss)  # share of the experts with rows: latency-tuned, only they pay
+        rows = np.where(self.latency_tuned > 0, touched, 1.0)  # the fixed cost (objectives/serving/latency.py)
         return np.maximum(self.dense_mem, self.dense_flop * (group + self.half)) \
-            + np.maximum(self.expert_mem * -np.expm1(stage * self.log_miss),
-                         self.expert_flop * (self.imbalance * stage + self.expert_half))
+            + np.maximum(self.expert_mem * touched, self.expert_flop * (self.imbalance * stage + self.expert_half * rows))
 
     def _logits(self, tokens):
         """Seconds of the output layer over ``tokens`` sampled positions."""

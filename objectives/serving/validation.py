@@ -40,7 +40,7 @@ __all__ = ["RUNS_PATH", "DESIGN_COLUMNS", "load_runs", "fit_runs", "validation_o
 RUNS_PATH = Path(__file__).resolve().parent.parent / "catalog" / "serving_runs.csv"
 DESIGN_COLUMNS = ("model", "gpu", "n_gpus", "tp", "pp", "ep", "attn_dp", "precision", "kv_precision", "engine",
                   "input_len", "output_len", "concurrency", "request_rate_per_s", "replicas", "max_batch_size", "max_num_tokens",
-                  "kv_mem_frac", "attn_dp_balance", "spec_decode", "spec_tokens", "spec_accept_tokens_per_step")
+                  "kv_mem_frac", "attn_dp_balance", "latency_tuned", "spec_decode", "spec_tokens", "spec_accept_tokens_per_step")
 #: what a prediction keeps beside the runs' own columns
 PREDICTED = ("output_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "concurrency", "max_concurrency", "kv_cache_gb",
              "weights_gb", "token_budget", "step_time_decode_s", "step_time_mixed_s", "mixed_step_frac", "saturated",
