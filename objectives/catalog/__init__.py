@@ -42,9 +42,9 @@ from objectives.catalog.instances import (
     label_instances,
     provider_labels,
 )
-from objectives.catalog.model_names import with_names
+from objectives.catalog.model_names import model_row, with_names
 from objectives.catalog.offers import rental_offers
-from objectives.table import CATEGORIES, InputError, factorize, is_constant
+from objectives.table import InputError, factorize, is_constant
 
 __all__ = ["INSTANCE_FIELDS", "SPOT_FIELDS", "instances", "instance_ids", "label_instances", "provider_labels", "GPU_FIELDS",
            "MODEL_FIELDS", "MODEL_FIELD_DEFAULTS", "NETWORK_FIELDS", "STORAGE_FIELDS", "DEFAULT_STORAGE", "REMOVED", "gpus",
@@ -136,19 +136,8 @@ def models() -> dict[str, dict[str, float]]:
     """Model id -> {field: value}; ffn_kind encoded, d_head defaulting to d_model / n_heads."""
     raw = _load("models.yaml", "models")
     out = {}
-    for mid, spec in raw.items():
-        row = {f: _value(spec.get(f)) for f in MODEL_FIELDS}
-        row["ffn_kind"] = float(CATEGORIES["ffn_kind"].index(str(row["ffn_kind"]).lower()))
-        kind = row["attn_window_kind"]
-        row["attn_window_kind"] = float(CATEGORIES["attn_window_kind"].index(kind)) if isinstance(kind, str) else np.nan
-        for key, default in MODEL_FIELD_DEFAULTS.items():
-            if np.isnan(row[key]):
-                row[key] = default
-        if np.isnan(row["n_kv_heads"]):
-            row["n_kv_heads"] = row["n_heads"]
-        if np.isnan(row["d_head"]):
-            row["d_head"] = row["d_model"] / row["n_heads"]
-        out[mid] = row
+    for mid, spec in raw.items():  # each entry's {value, source} read, then encoded as a config's (model_names)
+        out[mid] = model_row({f: _value(spec.get(f)) for f in MODEL_FIELDS})
     return out
 
 
