@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SPACE ?= spaces/default.yaml
 
-.PHONY: sweep test venv validate bench bench-model bench-sweep fit clean
+.PHONY: sweep test docs venv validate bench bench-model bench-sweep fit clean
 
 $(BIN)/dse: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -16,9 +16,14 @@ venv: $(BIN)/dse
 sweep: venv
 	$(BIN)/dse sweep $(SPACE)
 
+# the tests include tests/test_docs.py, which builds the documentation site as `make docs` does (-W)
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# the documentation site (Sphinx, MyST Markdown), warnings as errors: docs/_build/html/index.html
+docs: venv
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
 validate: venv
 	$(BIN)/dse validate
@@ -36,4 +41,4 @@ bench-sweep: venv
 	$(BIN)/python benchmarks/sweep_quality.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info docs/_build
