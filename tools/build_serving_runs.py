@@ -28,6 +28,9 @@ DEEPSEEK_POINTS = REPO / "tools" / "serving_runs_deepseek.csv"
 #: speculative-decoding points (with and without speculation where the source gives both), transcribed from their
 #: publications: validation only (``validation_only`` 1: not in the fit; their own line of dse validate)
 SPECULATIVE_POINTS = REPO / "tools" / "serving_runs_speculative.csv"
+#: published Blackwell FP8-beside-FP4 serving points (none with a configuration a design-table row describes:
+#: recorded and excluded with the reason; objectives/catalog/serving_runs.md, docs/serving.md)
+BLACKWELL_PRECISION_POINTS = REPO / "tools" / "serving_runs_blackwell_precision.csv"
 MD_PATH = REPO / "objectives" / "catalog" / "serving_runs.md"
 
 COLUMNS = [
@@ -165,6 +168,7 @@ def main(argv=None) -> int:
     runs = build(Path(args.data))
     runs += deepseek_points(len(runs) + 1)
     runs += deepseek_points(len(runs) + 1, SPECULATIVE_POINTS)
+    runs += deepseek_points(len(runs) + 1, BLACKWELL_PRECISION_POINTS)
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()
