@@ -18,8 +18,11 @@ analytical model of step time, memory, failures, power and cost, each with an 80
   how do I run the chosen design?    dse launch RUN_DIR [N]   (engine config and launch command)
   what does this exact design do?    dse evaluate designs.csv -o out.parquet
   how far off is the model?          dse validate   (--kind serving)
+  what is a hardware change worth?   dse whatif RUN_DIR --vary gpu_hbm_tbyte_s=16
   what may a space name?             dse catalog gpus|models|networks|storage|instances|metrics
-  fit the model to my cluster        dse calibrate my-runs.csv -o my-cluster.json"""
+  how does the model fit my cluster? dse calibrate my-runs.csv -o my-cluster.json
+
+Documentation: docs/index.md (the space file's keys: docs/space-reference.md)."""
 
 # subcommand -> module implementing `add_parser(subparsers)` and `run(args) -> int`
 COMMANDS = {

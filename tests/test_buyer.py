@@ -6,6 +6,7 @@ cloud instances beside owned clusters (the columns objectives gives designs with
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -142,7 +143,7 @@ def test_a_deadline_without_a_cost_objective_picks_the_cheapest_admissible_desig
     run = load_run(root)
     assert sorted(run.front["trial"]) == [1, 2, 3, 5]
     rec = recommend(run)
-    assert int(rec.row["trial"]) == 0 and rec.position is None and "least run_cost_usd" in rec.text
+    assert int(rec.row["trial"]) == 0 and rec.position is None and "least run cost" in rec.text
 
 
 def test_groups_gpu_provider_and_instance(tmp_path):
@@ -165,7 +166,9 @@ def test_best_design_per_provider_is_its_cheapest_within_the_deadline(tmp_path):
     assert per_gpu.loc["b200", "trial"] == 1 and per_gpu.loc["h100-sxm", "trial"] == 0
     assert per_gpu.loc["b200", "on front"] == 2 and per_gpu.loc["h100-sxm", "on front"] == 1
     text = terminal_text(run)
-    assert "Recommended design: #3 on the front: 1,024×h100-sxm · pp4" in text
+    assert text.startswith("Recommended: 1,024 × h100-sxm, owned, tp 8 × pp 4: time to train 100 days and run cost "
+                           "$10M.")  # the decision first
+    assert "Why (#3 on the front, 1,024×h100-sxm · pp4)" in text
     assert "best design per provider" in text and "best design per instance" in text
     assert "(none feasible)" in text
 
@@ -174,10 +177,11 @@ def test_the_page_has_capex_run_and_lifetime_cost_columns_and_colours_by_group(t
     root = _run_dir(tmp_path / "run")
     paths = write_report(root, with_sensitivity=False, with_png=False)
     html = paths["html"].read_text()
-    headers = html.replace("<wbr>", "")
-    for column in ("capex_usd", "run_cost_usd", "lifetime_cost_usd"):
-        assert f">{column}</th>" in headers
-    assert ">tco_usd</th>" not in headers  # the alias of the objective is not shown twice
+    front = re.search(r'<table class="sortable front">(.*?)</table>', html, flags=re.DOTALL).group(1)
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", front)
+    for name in ("Capex ($)", "Run cost ($)", "Lifetime cost ($)"):
+        assert name in headers, headers
+    assert headers.count("Run cost ($)") == 1  # tco_usd, the alias of the objective, is not shown twice
     assert "$60M" in html and "$300M" in html
     assert html.count('<tr class="front-row">') == 3 and html.count('<td class="l rec"') == 1
     for kind in ("gpu", "provider", "instance"):
@@ -185,7 +189,8 @@ def test_the_page_has_capex_run_and_lifetime_cost_columns_and_colours_by_group(t
     assert html.count('<tr class="best-provider-row">') == 4
     assert 'data-provider="' in html and 'data-instance="' in html
     md = paths["md"].read_text()
-    assert "**Recommended: #3 1,024×h100-sxm · pp4**" in md and "| ★ 1,024×h100-sxm · pp4 |" in md
+    assert md.startswith("# hand-made\n\n**Recommended:** 1,024 × h100-sxm, owned, tp 8 × pp 4: time to train 100 days")
+    assert "| ★ 1,024×h100-sxm · pp4 |" in md
     assert "| aws | aws-p5.48xlarge 3y reserved |" in md  # every best design has 1,024 h100-sxm
 
 # ------------------------------------------------------------------------------------------- the names
@@ -240,11 +245,11 @@ def test_the_recommendation_says_how_sure_it_is_and_why_the_ground_is_thin(tmp_p
     rec = recommend(load_run(where))
     widen = np.exp(load_params()[0]["scale"]["generation"][2])
     assert widen > 1.5
-    assert (f"Its 80% interval of time_to_train_days is [80 days, 160 days] (-20% to +60%: thin ground, 4.5 octaves from "
+    assert (f"Its 80% interval of time to train is [80 days, 160 days] (-20% to +60%: thin ground, 4.5 octaves from "
             f"the published runs of its software stack; on a GPU generation one published source validates, "
             f"intervals x{number(widen, 2)})") in rec.text
     where = _run_dir(tmp_path / "narrow")
     t["interval_half_width_frac"] = 0.2
     t.to_parquet(where / "trials" / "part-00000.parquet")
     rec = recommend(load_run(where))
-    assert "Its 80% interval of time_to_train_days is [80 days, 160 days]." in rec.text and "thin ground" not in rec.text
+    assert "Its 80% interval of time to train is [80 days, 160 days]." in rec.text and "thin ground" not in rec.text

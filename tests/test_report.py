@@ -14,6 +14,7 @@ from dse.cli import main
 from dse.report.breakdown import breakdown
 from dse.report.data import load_run
 from dse.report.sensitivity import design_table, ranking, sensitivity
+from dse.report.twins import twin_groups
 from dse.spec import load_spec
 from dse.sweep import run
 
@@ -42,15 +43,19 @@ def test_page_shows_every_front_point_and_row(run_dir):
     front = pd.read_parquet(run_dir / "pareto.parquet")
     assert len(front) >= 1
     assert html.count('<circle class="front"') == len(front)
-    assert html.count('<tr class="front-row">') == len(front)
+    run = load_run(run_dir)
+    assert html.count('<tr class="front-row">') == len(twin_groups(run.front, list(run.objectives)))  # twins: a row
     n_designs = len(load_run(run_dir).trials)
     assert html.count("<circle ") == n_designs  # two objectives: one panel, one point per design
     # each point names its design and mapping on hover
     first = front.sort_values("time_to_train_days").iloc[0]
     assert re.search(rf"<title>small: {first['gpu']} [^<]*\ndp[0-9,]+ tp{int(first['tp'])} ", html)
-    headers = html.replace("<wbr>", "")  # a header may wrap after an underscore
-    for metric in ("time_to_train_days", "run_cost_usd", "capex_usd", "lifetime_cost_usd", "mfu", "hbm_used_gb", "goodput", "power_mw"):
-        assert f">{metric}</th>" in headers
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", html)  # display names with units, no column names
+    for name in ("Time to train (days)", "Run cost ($)", "Capex ($)", "Lifetime cost ($)", "MFU (%)",
+                 "HBM used (GB/GPU)", "Goodput (%)"):
+        assert name in headers, headers
+    assert "Power (kW)" in headers or "Power (MW)" in headers, headers
+    assert not [h for h in headers if "_" in h], headers
     assert html.count('<rect class="seg"') >= len(front)  # a stacked bar per front design
     assert html.count('<tr class="sens-row">') >= 5
 
@@ -116,10 +121,13 @@ def test_cli_overlays_several_runs(run_dir, tmp_path, capsys):
     html = (out / "report.html").read_text()
     fronts = [len(load_run(d).front) for d in (run_dir, other)]
     assert html.count('<circle class="front"') == sum(fronts)
-    assert html.count('<tr class="front-row">') == sum(fronts)
+    assert html.count('<tr class="front-row">') == sum(len(twin_groups(load_run(d).front, list(load_run(d).objectives)))
+                                                       for d in (run_dir, other))
     assert 'data-run="run"' not in html or html.count("<g class=\"front\"") == 2
     assert html.count('<g class="front"') == 2  # one front per run, in its own colour
-    assert "Pareto report: " in html and " vs " in html
+    # the title is the space's question, then the runs compared
+    assert "<h1>Llama 3 8B on 1T tokens, small enough for the exhaustive grid (run vs other)</h1>" in html
+    assert html.count('class="rec-label"') == 2  # each run's recommended design labelled
 
 
 def test_cli_rejects_a_directory_that_is_not_a_run(tmp_path, capsys):

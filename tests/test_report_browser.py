@@ -98,6 +98,11 @@ var buttons=document.querySelectorAll('.facet-buttons button');
 if(buttons.length){buttons.forEach(function(b){b.click();out.kinds[b.dataset.mode]=check(b.dataset.mode);});}
 else{out.kinds.gpu=check('gpu');}
 var rec=document.querySelector('p.recommend');out.rec=rec?rec.textContent:'';
+out.recBottom=rec?rec.getBoundingClientRect().bottom:null;out.height=window.innerHeight;
+var best=document.querySelector('table[class~=sortable] tr[class^=best-]');out.bestTop=best?best.getBoundingClientRect().top:null;
+var why=document.querySelector('p.why');out.why=why?why.textContent:'';
+var cav=document.querySelector('p.caveat');out.caveat=cav?cav.textContent:'';
+out.axes=Array.prototype.map.call(document.querySelectorAll('svg text.axis'),function(a){return a.textContent;});
 out.recRow=(document.querySelector('table.front td.rec')||{}).textContent||'';
 out.headers=Array.prototype.map.call(document.querySelectorAll('table.front th'),function(h){return h.textContent;});
 var t=document.querySelector('table.front');out.right=t.getBoundingClientRect().right;
@@ -130,9 +135,19 @@ def test_the_buyer_view_in_chromium(run_dir, tmp_path):
     assert sorted(i["group"] for i in gpu["items"]) == sorted(trials["gpu"].unique())
     assert all(i["point"] == i["swatch"] for i in gpu["items"]), gpu["items"]
     assert len({i["swatch"] for i in gpu["items"]}) == len(gpu["items"])  # one colour per GPU
-    assert got["rec"].startswith("Recommended: #") and ("deadline of 60 days" in got["rec"])  # small.yaml: <= 60 days
-    assert got["recRow"].startswith("★ ") and got["recRow"][2:] in got["rec"]
-    assert {"capex_usd", "run_cost_usd", "lifetime_cost_usd"} <= set(got["headers"]), got["headers"]
+    # the first screen (1,400 x 1,000): the decision in one sentence, with the GPU, its count, the precision,
+    # owned or rented and the objectives' 80% intervals, then the best design per GPU; the plots after
+    from dse.report.buyer import recommend
+    from dse.report.data import load_run
+
+    row = recommend(load_run(run_dir)).row
+    assert got["rec"].startswith(f"Recommended: {int(row['n_gpus']):,} × {row['gpu']}, owned, {row['precision']}, dp ")
+    assert got["rec"].count("(80% interval ") == 2 and "time to train" in got["rec"] and "run cost $" in got["rec"]
+    assert got["recBottom"] <= 1000 and got["bestTop"] < 1000, got  # the window is 1,000 px high
+    assert "deadline of 60 days" in got["why"]  # small.yaml: <= 60 days; why, after the tables
+    assert got["recRow"].startswith("★ ") and got["recRow"][2:].split(" and ")[0].strip() in got["why"]
+    assert got["axes"] and not [a for a in got["axes"] if "_" in a or "(min)" in a], got["axes"]  # display names
+    assert {"Capex ($)", "Run cost ($)", "Lifetime cost ($)"} <= set(got["headers"]), got["headers"]
     assert got["right"] <= got["width"] and got["scroll"][0] <= got["scroll"][1], got  # no horizontal scroll
 
 
@@ -152,7 +167,7 @@ def test_colour_kinds_switch_in_chromium(tmp_path):
         assert {i["group"] for i in found["items"] if i["point"] is None} == no_feasible[kind]  # its point is grey
         assert all(i["point"] == i["swatch"] for i in found["items"] if i["point"] is not None), (kind, found)
     assert [i["group"] for i in got["kinds"]["provider"]["items"]] == ["owned", "aws", "azure", "gcp"]
-    assert {"capex_usd", "run_cost_usd", "lifetime_cost_usd"} <= set(got["headers"])
+    assert {"Capex ($)", "Run cost ($)", "Lifetime cost ($)"} <= set(got["headers"])
 
 
 @pytest.fixture(scope="module")
@@ -179,11 +194,12 @@ def test_serving_report_in_chromium(serving_dir, tmp_path):
     got = _checks(exe, html, tmp_path)
     gpu = got["kinds"]["gpu"]
     assert all(i["point"] == i["swatch"] for i in gpu["items"]), gpu["items"]
-    assert got["rec"].startswith("Recommended: ") and "per million output tokens" in got["rec"]
+    assert got["rec"].startswith("Recommended: ") and "cost per M output tokens $" in got["rec"]
+    assert "TPOT" in got["rec"] and "(80% interval " in got["rec"] and got["recBottom"] <= 1000
     # every front design is disaggregated since the prefill pool is searched: serving is said once, beside the
     # table; the prefill pool's GPUs are a column, or said there once where every pool has the same
-    assert {"ttft_s", "tpot_s", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu", "usd_per_mtok_out"} \
-        <= set(got["headers"])
+    assert {"TTFT (ms)", "TPOT (ms)", "Speed per user (tokens/s)", "Throughput per GPU (output tokens/s)",
+            "Cost per M output tokens ($)"} <= set(got["headers"]), got["headers"]
     note = re.search(r"Every front design has (.*?)\.</p>", html).group(1)
-    assert "prefill_gpus" in got["headers"] or "prefill_gpus <b>" in note
+    assert "Prefill GPUs (count)" in got["headers"] or "prefill GPUs <b>" in note
     assert got["right"] <= got["width"] and got["scroll"][0] <= got["scroll"][1], got  # no horizontal scroll

@@ -15,9 +15,11 @@ import pytest
 from dse.report import write_report
 from dse.report.buyer import best_per_group, recommend
 from dse.report.data import load_run
+from dse.report.display import label, phrase
 from dse.report.knee import slo_targets
 from dse.report.sensitivity import ranking, sensitivity
 from dse.report.serving import DEPLOYMENT_COLUMNS, TABLE_COLUMNS, VIEWS, design_label, tpot_parts, view_front
+from dse.report.twins import twin_groups
 from dse.spec import load_spec
 from dse.sweep import run
 
@@ -95,17 +97,19 @@ def test_front_table_has_the_serving_columns(deepseek):
     r = load_run(deepseek)
     table = re.search(r'<table class="sortable front serving">(.*?)</table>', html, flags=re.DOTALL).group(1)
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
-    assert table.count('<tr class="front-row">') == len(r.front)
+    assert table.count('<tr class="front-row">') == len(twin_groups(r.front, list(r.objectives)))
     metrics = [c for c in TABLE_COLUMNS if c not in DEPLOYMENT_COLUMNS]
-    assert set(metrics) <= set(headers), headers
+    assert {label(m, r.front[m]) for m in metrics} <= set(headers), headers  # display names with units
+    assert "TTFT (ms)" in headers and "TPOT (ms)" in headers and not [h for h in headers if "_" in h]
     # every front design is disaggregated (the prefill pool's mapping searched): serving is said once, in the
     # note, and the prefill pool's GPUs are a column, or said once where every pool has the same (8 GPUs)
     note = re.search(r"Every front design has (.*?)\.</p>", html).group(1)
-    assert "prefill_gpus" in headers or "prefill_gpus <b>" in note
+    said = {c: phrase(c) for c in DEPLOYMENT_COLUMNS}
+    assert label("prefill_gpus") in headers or f"{said['prefill_gpus']} <b>" in note
     for c in DEPLOYMENT_COLUMNS:  # a deployment column is a column or, one value on the whole front, said once
-        shown = c in headers or f"{c} <b>" in note
+        shown = label(c, r.front[c] if c in r.front else None) in headers or f"{said[c]} <b>" in note
         assert shown == (c in r.front), c
-        if c not in headers and c in r.front:
+        if f"{said[c]} <b>" in note and c in r.front:
             assert r.front[c].astype(str).nunique() == 1
 
 
@@ -213,5 +217,6 @@ def test_markdown_has_the_serving_pictures(llama):
     assert "![Serving fronts](report-serving.png)" in md
     png = (llama / "report-serving.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
-    assert "| ttft_s | tpot_s | tokens_per_s_per_user |" in md
+    assert "| TTFT (ms) | TPOT (ms) | Speed per user (tokens/s) |" in md
+    assert md.split("\n\n")[1].startswith("**Recommended:** ")  # the decision first
     assert "## Which hardware change pays most" in md

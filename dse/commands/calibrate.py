@@ -32,7 +32,8 @@ __all__ = ["add_parser", "run", "load_calibration"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("calibrate", help="refit the model's factors on your own measured runs", description=__doc__)
+    p = sub.add_parser("calibrate", help="how the model fits your own cluster: its factors refitted on your measured runs",
+                       description=__doc__)
     p.add_argument("runs", help="CSV or Parquet: design-table columns plus a measurement (or a log) per row")
     p.add_argument("-o", "--out", required=True, help="the calibration file to write (JSON)")
     p.add_argument("--factors", metavar="A,B", help="the factors the fit may move (default: every one the runs "

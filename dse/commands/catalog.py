@@ -42,7 +42,7 @@ CATALOGS = ("gpus", "models", "networks", "storage", "instances", "metrics")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("catalog", help="list the GPUs, models, networks, storage, instances and metrics a space may name",
+    p = sub.add_parser("catalog", help="what a space may name: the GPUs, models, networks, storage, instances and metrics",
                        description=__doc__)
     p.add_argument("what", nargs="?", choices=CATALOGS, help="which catalog (default: every catalog's ids)")
     p.set_defaults(run=run)

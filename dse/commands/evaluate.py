@@ -36,7 +36,8 @@ SLICE_ROWS = 1 << 16
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("evaluate", help="evaluate a design table (CSV or Parquet)", description=__doc__)
+    p = sub.add_parser("evaluate", help="what given designs do: every metric of each row of a table, blank mapping cells searched",
+                       description=__doc__)
     p.add_argument("input", help="CSV or Parquet with design-table columns")
     p.add_argument("-o", "--out", required=True, help="output Parquet (or .csv)")
     p.add_argument("--columns", metavar="A,B,C",

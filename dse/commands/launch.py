@@ -15,7 +15,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("launch", help="write the engine config and launch command of a run's design",
+    p = sub.add_parser("launch", help="how to run a chosen design: its engine config and launch command",
                        description=__doc__)
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (results/<run>)")
     p.add_argument("design", metavar="DESIGN", nargs="?", type=int,

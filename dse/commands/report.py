@@ -13,7 +13,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write report.html and report.md for one run, or overlay several",
+    p = sub.add_parser("report", help="what a run found, as a page to review: report.html and report.md of one run, or several overlaid",
                        description=__doc__)
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (results/<run>)")
     p.add_argument("--out", metavar="DIR", help="where to write (default: the run, or RUN_A/compare for several)")

@@ -23,7 +23,8 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="search a space (spaces/*.yaml); results in Parquet", description=__doc__)
+    p = sub.add_parser("sweep", help="which design to build or rent: the Pareto front of a space (spaces/*.yaml) and a recommendation",
+                       description=__doc__)
     p.add_argument("space", nargs="?", help="the space file, e.g. spaces/default.yaml")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (its space is stored there)")
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: results/<space>-<time>)")
@@ -100,31 +101,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_why_infeasible(store: RunStore) -> None:
-    """The closing table's last lines: how many designs each kind of reason kept off the front."""
-    from dse.report.data import why_infeasible
+    """The closing table's last lines: how many distinct designs (as the report counts them: dse.report.data
+    load_run) each kind of reason kept off the front, every kind counted."""
+    from dse.report.data import infeasible_kinds, load_run, more_kinds
 
     try:
-        constraints = store.read_run()["spec"].get("constraints") or []
-    except Exception:
-        constraints = []
-    from dse.spec.schema import Constraint
-
-    metrics = [c.column for c in filter(None, map(Constraint.from_text, constraints))]
-    trials = None
-    for columns in (["admissible", "infeasible_reason", "feasible", *metrics], ["admissible", "infeasible_reason"],
-                    ["admissible"]):  # a custom scorer may give no reasons
-        try:
-            trials = store.read_trials(columns=list(dict.fromkeys(columns)))
-            break
-        except Exception:
-            continue
-    if trials is None:
+        run = load_run(store.root)
+    except Exception:  # the sweep's results stand without it
         return
-    why = why_infeasible(trials, top=6, constraints=constraints)
-    if why:
-        print("\nwhy designs were infeasible (numbers as #):")
-        for kind, n, example in why:
+    kinds = infeasible_kinds(run.trials, constraints=run.info.get("spec", {}).get("constraints") or [])
+    if kinds:
+        total = sum(k[1] for k in kinds)
+        print(f"\nwhy designs were infeasible: {total:,} of {len(run.trials):,} distinct designs (numbers as #):")
+        for kind, n, example in kinds[:SHOWN_KINDS]:
             print(f"  {n:>7,}  {kind}   e.g. {example}")
+        more = more_kinds(kinds, SHOWN_KINDS)
+        if more:
+            print(f"  {more}: {'; '.join(k[0] for k in kinds[SHOWN_KINDS:])}")
+
+
+#: the kinds of reason the closing lines list before saying how many more there are
+SHOWN_KINDS = 6
 
 
 def _print_recommendation(run_dir) -> None:

@@ -27,7 +27,7 @@ REQUIRED = ("source_key", "measured_tokens_per_s_per_gpu")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="compare the model with published training runs (or serving measurements)",
+    p = sub.add_parser("validate", help="how far off the model is: its error on published training runs (or serving measurements)",
                        description=__doc__)
     p.add_argument("csv", nargs="?", default=None,
                    help="runs to check (default: training_runs.csv, or serving_runs.csv with --kind serving, shipped "

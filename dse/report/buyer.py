@@ -19,7 +19,9 @@ import pandas as pd
 
 from dse.report import serving_buyer
 from dse.report.breakdown import breakdown
-from dse.report.data import Run, cost_columns, fmt, is_dollars
+from dse.report.data import Run, cost_columns
+from dse.report.display import phrase, value_text
+from dse.report.headline import Decision, decision
 from dse.report.knee import (
     DEADLINE_METRIC,
     SERVING_COST,
@@ -29,10 +31,11 @@ from dse.report.knee import (
     knee_index,
     slo_targets,
 )
-from dse.report.names import design_names, money, number, shared_axes
+from dse.report.names import design_names, mapping_words, money, number, shared_axes
 from dse.report.owning import owning_sentence
 from dse.report.serving import SUMMARY
 from dse.report.sureness import sureness
+from dse.report.twins import is_twin
 from dse.store.pareto import front_table, to_minimization
 
 __all__ = ["Recommendation", "recommend", "cost_columns", "group_kinds", "group_values", "best_per_group",
@@ -45,6 +48,7 @@ class Recommendation:
     rule: str  # "knee", "deadline", "slo" (serving: the cheapest per token within the targets) or "only"
     name: str  # its name among the front's designs
     text: str  # one paragraph: why, from the data
+    decision: Decision | None = None  # the recommendation in one sentence (dse.report.headline), with its caveat
 
 
 def _amount(metric: str, v: float) -> str:
@@ -149,7 +153,7 @@ def target(run: Run) -> Target:
                   deadline=deadline)
 
 
-def _choose(front: pd.DataFrame, trials: pd.DataFrame, objectives: dict, goal: Target):
+def choose(front: pd.DataFrame, trials: pd.DataFrame, objectives: dict, goal: Target):
     """(row, rule) the recommendation rule picks: the cheapest admissible design within the target, or
     the knee of ``front`` (non-dominated, sorted by the first objective)."""
     first = list(objectives)[0]
@@ -178,11 +182,11 @@ def _why(rule: str, run: Run, goal: Target, row: pd.Series) -> str:
     if rule == "only":
         return "it is the only design on the front"
     if rule == "deadline":
-        return (f"it is the cheapest design (least {goal.cost}) of those that train within the space's deadline of "
+        return (f"it is the cheapest design (least {phrase(goal.cost)}) of those that train within the space's deadline of "
                 f"{number(goal.deadline, 3)} days")
     if rule == "slo":
         meets = int(run.trials["admissible"].astype(bool).sum())
-        return (f"it is the cheapest design per output token (least {goal.cost}) of the {number(meets)} that meet the "
+        return (f"it is the cheapest design per output token (least {phrase(goal.cost)}) of the {number(meets)} that meet the "
                 f"space's targets, {serving_buyer.targets_text(goal.slo)}")
     through = ("the line between the front's two extremes" if len(objectives) == 2 else
                f"the plane through the front's {len(objectives)} extremes")
@@ -196,14 +200,18 @@ def _neighbours(run: Run, pos: int, names: list[str]) -> list[str]:
     first = list(objectives)[0]
     out = []
     me = front.iloc[pos - 1]
-    for other, what in ((pos + 1, "the next design along"), (pos - 1, "the next better on")):
+    values = front[list(objectives)].to_numpy(dtype=np.float64)
+    for step, what in ((1, "the next design along"), (-1, "the next better on")):
+        other = pos + step  # the nearest design that is not a near-twin (dse.report.twins)
+        while 1 <= other <= len(front) and is_twin(values[pos - 1], values[other - 1]):
+            other += step
         if not 1 <= other <= len(front):
             continue
         them = front.iloc[other - 1]
         if first == DEADLINE_METRIC:
             what = "the next-slower design" if other > pos else "the next-faster design"
         else:
-            what = f"{what} {first}"
+            what = f"{what} {phrase(first)}"
         deltas = [d for m, direction in objectives.items()
                   if (d := _delta(m, direction, float(me[m]), float(them[m])))]
         said = ", ".join(deltas[:-1]) + " and " + deltas[-1] if len(deltas) > 1 else "".join(deltas)
@@ -227,27 +235,6 @@ def _split(row: pd.Series) -> str:
     return ", ".join(shown)
 
 
-def _mapping_words(row: pd.Series) -> str:
-    """The mapping in words: 'dp 64 x tp 4 x pp 4 (vp 2), 1-sequence micro-batches, selective recompute, ZeRO-1'."""
-    def whole(c):
-        v = row.get(c)
-        return int(v) if isinstance(v, (int, float, np.number)) and np.isfinite(float(v)) else None
-
-    degrees = [f"{c} {whole(c)}" for c in ("dp", "tp", "pp", "cp", "ep") if whole(c) is not None
-               and (whole(c) > 1 or c in ("dp", "tp", "pp"))]
-    words = [" x ".join(degrees) + (f" (vp {whole('vp')})" if (whole("vp") or 1) > 1 else "")]
-    if whole("micro_batch") is not None:
-        words.append(f"{whole('micro_batch')}-sequence micro-batches")
-    rc = row.get("recompute")
-    if isinstance(rc, str) and rc:
-        words.append("no recompute" if rc == "none" else f"{rc} recompute")
-    if whole("sequence_parallel"):
-        words.append("sequence parallel")
-    if whole("zero_stage") is not None:
-        words.append(f"ZeRO-{whole('zero_stage')}")
-    return ", ".join(w for w in words if w)
-
-
 def _profile(row: pd.Series) -> list[str]:
     """The design's size, mapping, step breakdown and cost split, in sentences."""
     out = []
@@ -256,7 +243,7 @@ def _profile(row: pd.Series) -> list[str]:
     if isinstance(inst, str) and inst.strip():
         gpus += f" ({inst}{', ' + str(row['pricing']) if isinstance(row.get('pricing'), str) else ''})"
     mfu = f" at MFU {number(row['mfu'], 2)}" if "mfu" in row and np.isfinite(float(row["mfu"])) else ""
-    out.append(f"its {gpus} run {_mapping_words(row)}{mfu}")
+    out.append(f"its {gpus} run {mapping_words(row)}{mfu}")
     parts = breakdown(pd.DataFrame([row]))
     if len(parts.columns) and "step_time_s" in row:
         total = float(parts.iloc[0].sum())
@@ -278,7 +265,7 @@ def _gives(run: Run, row: pd.Series) -> str:
         said = serving_buyer.gives(row)
         rest = [m for m in run.objectives if m not in SUMMARY]
         return said + "".join(f", {_amount(m, float(row[m]))}" for m in rest)
-    gives = [(lambda a: a if a.startswith(m) else f"{m} {a}")(_amount(m, float(row[m]))) for m in run.objectives]
+    gives = [f"{phrase(m)} {value_text(m, float(row[m]))}" for m in run.objectives]
     return "it gives " + (", ".join(gives[:-1]) + " and " + gives[-1] if len(gives) > 1 else gives[0])
 
 
@@ -287,7 +274,7 @@ def recommend(run: Run) -> Recommendation | None:
     if run.front.empty or not run.objectives:
         return None
     goal = target(run)
-    row, rule = _choose(run.front, run.trials, run.objectives, goal)
+    row, rule = choose(run.front, run.trials, run.objectives, goal)
     pos = _position(run.front, row)
     names = design_names(run.front, run.design_columns)
     # a design off the front is named among the front's (a frame of its own keeps its numbers numbers)
@@ -304,7 +291,8 @@ def recommend(run: Run) -> Recommendation | None:
         said += _neighbours(run, pos, names)
     said += serving_buyer.profile(row) if run.serving else _profile(row)
     text = ". ".join(s[0].upper() + s[1:] for s in said) + "."
-    return Recommendation(row=row, position=pos, rule=rule, name=name, text=text)
+    return Recommendation(row=row, position=pos, rule=rule, name=name, text=text,
+                          decision=decision(run.objectives, row, serving=run.serving))
 
 
 def best_per_group(run: Run, kind: str) -> pd.DataFrame:
@@ -325,7 +313,7 @@ def best_per_group(run: Run, kind: str) -> pd.DataFrame:
         if front.empty:
             rows.append(base)
             continue
-        row, _ = _choose(front, sub, objectives, goal)
+        row, _ = choose(front, sub, objectives, goal)
         rows.append({**row.to_dict(), **base})
     out = pd.DataFrame(rows)
     first = list(objectives)[0]
@@ -359,29 +347,8 @@ def group_table(run: Run, kind: str) -> tuple[list[str], list[list], str]:
     return header, rows, shared
 
 
-def _text_table(header: list[str], rows: list[list], money_columns=()) -> str:
-    body = [[v if isinstance(v, str) else money(v) if i in money_columns else fmt(v) for i, v in enumerate(r)]
-            for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
-    left = {0, 1}
-    line = lambda cells: "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in body])
-
-
 def terminal_text(run: Run, width: int = 110) -> str:
-    """What ``dse sweep`` and ``dse report`` print at the end: the recommendation and the best design per group."""
-    import textwrap
+    """What ``dse sweep`` and ``dse report`` print at the end (dse.report.terminal)."""
+    from dse.report.terminal import terminal_text as text
 
-    rec = recommend(run)
-    if rec is None:
-        return "no recommended design: the front is empty"
-    where = f"#{rec.position} on the front: " if rec.position else ""
-    out = [f"Recommended design: {where}{rec.name}",
-           textwrap.fill(rec.text, width=width, initial_indent="  ", subsequent_indent="  ")]
-    for kind in group_kinds(run.trials):
-        header, rows, shared = group_table(run, kind)
-        if len(rows) > 1 or kind == "gpu":
-            dollars = {i for i, h in enumerate(header) if is_dollars(h)}
-            out += ["", f"best design per {kind}{f' (each has {shared})' if shared else ''}:",
-                    _text_table(header, rows, dollars)]
-    return "\n".join(out)
+    return text(run, width)

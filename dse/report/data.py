@@ -178,13 +178,29 @@ def why_infeasible(trials: pd.DataFrame, top: int = 8, constraints: Sequence[str
         kind = re.sub(r"(?<![\w-])-?\d+(\.\d+)?(?!\w)", "#", text)  # not the 8 of fp8, the 2024 of a stack, the 48 of p5.48xlarge
         entry = kinds.setdefault(kind, [0, text])
         entry[0] += int(n)
-    ranked = sorted(kinds.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
-    return [(kind, n, example) for kind, (n, example) in ranked]
+    ranked = sorted(kinds.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    return [(kind, n, example) for kind, (n, example) in ranked][:top]
+
+
+def infeasible_kinds(trials: pd.DataFrame, constraints: Sequence[str] = ()) -> list[tuple[str, int, str]]:
+    """Every kind of reason :func:`why_infeasible` finds, most first: (kind, distinct designs, example)."""
+    return why_infeasible(trials, top=len(trials) + 1, constraints=constraints)
+
+
+def more_kinds(kinds: Sequence[tuple[str, int, str]], top: int) -> str:
+    """What a list of the first ``top`` kinds leaves out: 'and 3 more kinds (57 designs)'; '' if nothing."""
+    rest = kinds[top:]
+    if not rest:
+        return ""
+    n = sum(k[1] for k in rest)
+    return f"and {len(rest)} more kind{'s' if len(rest) > 1 else ''} ({n:,} design{'s' if n != 1 else ''})"
 
 
 def _space_reasons(trials: pd.DataFrame, out: pd.DataFrame, constraints: Sequence[str]) -> pd.Series:
-    """For each of ``out``'s rows, the first space constraint it breaks and the best value the model's feasible
-    designs reach on it; the generic text where none can be named."""
+    """For each of ``out``'s rows, the first space constraint it breaks, and where no feasible design keeps it,
+    the best value they reach on it ('time_to_train_days <= 0.5: the best design reaches 0.5407'); where some
+    keep it, the constraint alone (the best value would read as if it were out of reach); the generic text
+    where none can be named."""
     from dse.spec.schema import Constraint
 
     said = pd.Series("space: outside the space's constraints", index=out.index)
@@ -197,8 +213,10 @@ def _space_reasons(trials: pd.DataFrame, out: pd.DataFrame, constraints: Sequenc
         reach = values[feasible]
         best = reach.min() if c.op in ("<=", "<") else reach.max()
         broken = ~named & (c.violation(out[c.column].to_numpy(dtype=np.float64)) > 0)
-        if np.isfinite(best):
+        if np.isfinite(best) and c.violation(np.array([best], dtype=np.float64))[0] > 0:
             said[broken] = f"space: {c.text}: the best design reaches {fmt(best)}"
+        elif np.isfinite(best):
+            said[broken] = f"space: {c.text}"
         named |= broken
     return said
 

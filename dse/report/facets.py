@@ -14,6 +14,8 @@ import pandas as pd
 
 from dse.report.buyer import group_kinds, group_values
 from dse.report.data import Run
+from dse.report.display import display
+from dse.report.swept_hardware import swept_fields, value_name
 
 __all__ = ["Facets", "facets", "GROUP_PALETTE"]
 
@@ -21,6 +23,11 @@ __all__ = ["Facets", "facets", "GROUP_PALETTE"]
 GROUP_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf", "#8c564b", "#e377c2",
                  "#bcbd22", "#7f7f7f", "#aec7e8", "#ff9896", "#98df8a", "#ffbb78", "#c5b0d5", "#9edae5",
                  "#c49c94", "#f7b6d2", "#dbdb8d", "#c7c7c7")
+
+
+def _kind_name(kind: str) -> str:
+    """A colour kind as a legend says it: 'gpu', 'provider', or a swept field's display name ('HBM bandwidth')."""
+    return kind if kind in ("run", "gpu", "provider", "instance") else display(kind).name
 
 
 @dataclass
@@ -72,13 +79,22 @@ class Facets:
                             f'style="background:{c}"></i>{escape(str(v))} '
                             f'({f"front {f} of " if counts else ""}{a} designs)</span>'
                             for c, v, f, a in items)
-            out.append(f'<div class="legend legend-kind legend-{kind}" data-kind="{kind}"><b>by {kind}:</b> {spans}</div>')
+            out.append(f'<div class="legend legend-kind legend-{kind}" data-kind="{kind}"><b>by {_kind_name(kind)}:</b> '
+                       f'{spans}</div>')
         buttons = ""
         if len(self.kinds) > 1:
             buttons = '<div class="facet-buttons">colour by: ' + "".join(
-                f'<button type="button" data-mode="{k}"{" class=on" if k == self.default else ""}>{k}</button>'
+                f'<button type="button" data-mode="{k}"{" class=on" if k == self.default else ""}>{_kind_name(k)}</button>'
                 for k in self.kinds) + "</div>"
         return buttons + "".join(out)
+
+
+def _values(frame: pd.DataFrame, kind: str, swept: list[str]) -> pd.Series:
+    """Each row's group of ``kind``: a swept field's value with its unit ('HBM 8 TB/s'), else its GPU, provider
+    or instance (dse.report.buyer.group_values)."""
+    if kind in swept:
+        return frame[kind].map(lambda v: value_name(kind, v) if pd.notna(v) else "")
+    return group_values(frame, kind)
 
 
 def _codes(values: pd.Series, order: list[str]) -> np.ndarray:
@@ -91,11 +107,17 @@ def facets(runs: list[Run]) -> Facets:
     kinds = (["run"] if len(runs) > 1 else [])
     columns = ("gpu", "provider", "instance", "cost_mode")
     kinds += group_kinds(pd.concat([r.trials[[c for c in columns if c in r.trials]] for r in runs], ignore_index=True))
+    swept = [f for f in swept_fields(runs[0]) if all(f in r.trials for r in runs)]  # what-ifs: a value per group
+    kinds += swept
     out = Facets(kinds=kinds, default=kinds[0] if kinds else "run")
-    per_run = [{k: group_values(r.trials, k) for k in kinds if k != "run"} for r in runs]
-    per_front = [{k: group_values(r.front, k) for k in kinds if k != "run"} for r in runs]
+    per_run = [{k: _values(r.trials, k, swept) for k in kinds if k != "run"} for r in runs]
+    per_front = [{k: _values(r.front, k, swept) for k in kinds if k != "run"} for r in runs]
     for k in kinds:
         if k == "run":
+            continue
+        if k in swept:  # a swept value's groups in the order of the values
+            numbers = pd.concat([r.trials[k] for r in runs]).dropna().unique()
+            out.values[k] = [value_name(k, v) for v in sorted(numbers)]
             continue
         # colour order: groups on a front first, by their best front position, then the rest by name
         seen: dict[str, float] = {}

@@ -26,7 +26,8 @@ class Tie(str):
 
 
 class Mark(str):
-    """A design's name, marked as the recommended one (a table cell in bold with a star)."""
+    """A design's name, marked as the recommended one (a table cell in bold with a star); ``alike``: its
+    near-twins, said after it."""
 
 
 class Name(str):
@@ -58,10 +59,12 @@ def cell(v, left=False) -> str:
         return inner[: inner.index(">") + 1] + escape(money(float(v))) + "</td>"
     if isinstance(v, Tie):
         return f'<td class="l tie">{escape(str(v))}</td>' if v else '<td class="l"></td>'
+    alike = getattr(v, "alike", "")  # near-twins the row stands for (dse.report.twins)
+    alike = f' <span class="alike">{escape(alike)}</span>' if alike else ""
     if isinstance(v, Mark):
-        return f'<td class="l rec" title="the recommended design">&#9733; {escape(str(v))}</td>'
+        return f'<td class="l rec" title="the recommended design">&#9733; {escape(str(v))}{alike}</td>'
     if isinstance(v, Name):
-        return f'<td class="l name">{escape(str(v))}</td>'
+        return f'<td class="l name">{escape(str(v))}{alike}</td>'
     return _cell(v, left)
 
 
@@ -70,7 +73,7 @@ def table(header: list[str], rows: list[list], row_class: str, left: int = 0, ti
     """A sortable table (click a header); the first ``left`` columns align left; ``titles``: a tooltip per header."""
     titles = titles or [""] * len(header)
     head = "".join(f'<th{" class=l" if i < left else ""}{f" title={chr(34)}{escape(t)}{chr(34)}" if t else ""}>'
-                   f'{escape(h).replace("_", "_<wbr>")}</th>' for i, (h, t) in enumerate(zip(header, titles)))
+                   f'{escape(h)}</th>' for i, (h, t) in enumerate(zip(header, titles)))
     body = "".join(f'<tr class="{row_class}">' + "".join(cell(v, i < left) for i, v in enumerate(r)) + "</tr>"
                    for r in rows)
     return (f'<div class="scroll"><table class="sortable{" " + cls if cls else ""}"><thead><tr>{head}</tr></thead>'

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["design_names", "shared_axes", "unit_of", "number", "money", "MAPPING_AXES"]
+__all__ = ["design_names", "shared_axes", "unit_of", "number", "money", "MAPPING_AXES", "mapping_words", "choice_text"]
 
 #: column-name suffix -> unit, longest first (docs/model-contract.md: units in names)
 UNITS = (
@@ -207,3 +207,29 @@ def shared_axes(frame: pd.DataFrame, design: Sequence[str], mapping: bool = True
         return ""
     design, _, shared = _axes(frame, design, mapping)
     return _compose(frame.iloc[:1], shared, design)[0] if shared else ""
+
+
+def mapping_words(row: pd.Series) -> str:
+    """The mapping in words: 'dp 64 x tp 4 x pp 4 (vp 2), 1-sequence micro-batches, selective recompute, ZeRO-1'."""
+    def whole(c):
+        v = row.get(c)
+        return int(v) if isinstance(v, (int, float, np.number)) and np.isfinite(float(v)) else None
+
+    degrees = [f"{c} {whole(c)}" for c in ("dp", "tp", "pp", "cp", "ep") if whole(c) is not None
+               and (whole(c) > 1 or c in ("dp", "tp", "pp"))]
+    words = [" x ".join(degrees) + (f" (vp {whole('vp')})" if (whole("vp") or 1) > 1 else "")]
+    if whole("micro_batch") is not None:
+        words.append(f"{whole('micro_batch')}-sequence micro-batches")
+    rc = row.get("recompute")
+    if isinstance(rc, str) and rc:
+        words.append("no recompute" if rc == "none" else f"{rc} recompute")
+    if whole("sequence_parallel"):
+        words.append("sequence parallel")
+    if whole("zero_stage") is not None:
+        words.append(f"ZeRO-{whole('zero_stage')}")
+    return ", ".join(w for w in words if w)
+
+
+def choice_text(column: str, v) -> str:
+    """A named choice as a sentence reads it ('fp8', 'on-demand'; a code stored as a number read back as its name)."""
+    return _text(column, v)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from dse.report import serving, svg
 from dse.report.breakdown import breakdown, colours, is_loss
-from dse.report.buyer import Recommendation, group_kinds, group_table, group_values, recommend
+from dse.report.buyer import Recommendation, group_values, recommend
 from dse.report.data import (
     MAPPING,
     Run,
@@ -18,65 +18,31 @@ from dse.report.data import (
     fmt,
     front_names,
     front_shared,
+    infeasible_kinds,
     interval_of,
-    is_dollars,
     mapping_label,
+    more_kinds,
     table_metrics,
     ties,
-    why_infeasible,
 )
+from dse.report.display import axis_title, better, display, label, phrase, tick_text, unit_for, value_text
 from dse.report.facets import Facets, facets
+from dse.report.first_screen import decision_section, title_of, titles, whatif_section
 from dse.report.html import Interval, Mark, Money, Name, Tie, table
+from dse.report.style import CSS, JS
+from dse.report.twins import TWIN_TOLERANCE, twin_groups, twin_note
 
-CSS = """
-body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bottom:1px solid #ddd;padding-bottom:3px}
-.meta{color:#555}.panels{display:flex;flex-wrap:wrap;gap:8px}
-svg text{font-size:11px;fill:#333}svg .axis{font-size:12px;fill:#111}
-svg .plot{fill:#fafafa;stroke:#bbb}svg .grid{stroke:#e6e6e6}
-svg g.infeasible circle{opacity:.18;fill:#aaa}svg g.dominated circle{opacity:.28}
-svg g.front circle{stroke:#000;stroke-width:.8}svg circle:hover{stroke:#000;stroke-width:2;opacity:1}
-svg .frontline{fill:none;stroke-width:1.5;opacity:.7}svg .ebar{fill:none;stroke-width:1;opacity:.55}
-svg circle[data-tie]{stroke:#e69f00;stroke-width:2.4}td.tie{color:#b35c00;font-weight:600;white-space:normal;max-width:120px}.iv{color:#777;font-size:11px}svg rect.seg:hover{opacity:.75}
-table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{padding:3px 7px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
-th{background:#f3f3f3;cursor:pointer;user-select:none}th.l,td.l{text-align:left}
-th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\25BC"}
-tr:hover td{background:#fff8dc}.legend span{display:inline-block;margin-right:14px}.legend{margin:2px 0}
-.facet-buttons{margin:4px 0}.facet-buttons button{font:inherit;font-size:12.5px;margin-right:4px;border:1px solid #bbb;
-background:#f6f6f6;border-radius:3px;padding:1px 8px;cursor:pointer}.facet-buttons button.on{background:#222;color:#fff}
-td.rec{font-weight:600}svg .rec-label{font-size:11px;font-weight:600;fill:#000}p.recommend{max-width:1150px}
-th{white-space:normal;vertical-align:bottom;max-width:110px}th.l{max-width:none}table.front td.name,table.front td.rec{white-space:normal;min-width:160px;max-width:300px}.sw{display:inline-block;width:11px;height:11px;border-radius:6px;margin-right:4px;vertical-align:-1px}
-table.serving .iv{display:block;font-size:10.5px}table.serving th,table.serving td{padding:3px 5px}table.serving td.name,table.serving td.rec{min-width:130px}figure.view{margin:0}figure.view figcaption{font-size:12.5px;margin:2px 0 2px 70px}
-.pos{color:#1a7f37}.neg{color:#b42318}.note{color:#666;font-size:12.5px}.scroll{overflow-x:auto}
-"""
-
-JS = """
-(function(){
-document.querySelectorAll('table.sortable').forEach(function(t){
- t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
-  var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),asc=th.dataset.dir!=='asc';
-  t.querySelectorAll('th').forEach(function(h){delete h.dataset.dir});th.dataset.dir=asc?'asc':'desc';
-  rows.sort(function(a,c){var x=a.cells[i].dataset.v,y=c.cells[i].dataset.v;
-   if(x===undefined)x=a.cells[i].textContent;if(y===undefined)y=c.cells[i].textContent;
-   var nx=parseFloat(x),ny=parseFloat(y),r=(isNaN(nx)||isNaN(ny))?String(x).localeCompare(String(y)):nx-ny;
-   return asc?r:-r;});
-  rows.forEach(function(r){b.appendChild(r)});});});});
-document.querySelectorAll('.facet-buttons button').forEach(function(b){b.addEventListener('click',function(){
- var w=b.closest('.facets');w.className=w.className.replace(/\\bby-\\S+/g,'').trim()+' by-'+b.dataset.mode;
- w.querySelectorAll('.facet-buttons button').forEach(function(o){o.classList.toggle('on',o===b)});});});
-window.addEventListener('load',function(){var m=document.getElementById('render-ms');
- if(m)m.textContent=String(Math.round(performance.now()));});
-})();
-"""
+#: the reasons' kinds a table lists before it says how many more there are
+INFEASIBLE_SHOWN = 8
 
 
 def _hover(row, run: Run, objectives) -> str:
     label = serving.design_label(row, run.design_columns) if run.serving else design_label(row, run.design_columns)
     parts = [f"{run.name}: {label}", mapping_label(row)]
-    parts += [f"{m} = {fmt(row[m])}" for m in objectives]
+    parts += [f"{display(m).name}: {value_text(m, row[m])}" for m in objectives]
     for m in (serving.HOVER if run.serving else ("mfu", "goodput", "power_mw", "usd_per_mtok")):
         if m in row and m not in objectives:
-            parts.append(f"{m} = {fmt(row[m])}")
+            parts.append(f"{display(m).name}: {value_text(m, row[m])}")
     if not bool(row.get("admissible", True)):
         parts.append("infeasible or outside the constraints")
     return "\n".join(parts)
@@ -108,7 +74,8 @@ def _series(runs: list[Run], fac: Facets, recs: list[Recommendation | None], met
                    attrs=fac.attributes(k))
         rec = recs[k]
         if rec is not None and "trial" in t.columns and "trial" in rec.row:
-            one.update(rec=(t["trial"] == rec.row["trial"]).to_numpy(), rec_title=f"recommended: {rec.name}")
+            one.update(rec=(t["trial"] == rec.row["trial"]).to_numpy(), rec_title=f"recommended: {rec.name}",
+                       rec_label=f"recommended ({run.name})" if len(runs) > 1 else "recommended")
         out.append(one)
     return out
 
@@ -123,8 +90,12 @@ def _panel(series_of: list[dict], xn: str, yn: str, directions: dict[str, str], 
             if bounds is not None:
                 one[axis] = bounds
         series.append(one)
-    return svg.scatter(f"{xn} ({directions[xn]})", f"{yn} ({directions[yn]})", series, connect=connect, size=size,
-                       x_max=directions[xn] == "max")
+    xs = np.concatenate([s["x"] for s in series]) if series else np.zeros(0)
+    ys = np.concatenate([s["y"] for s in series]) if series else np.zeros(0)
+    xu, yu = unit_for(xn, xs[np.isfinite(xs)]), unit_for(yn, ys[np.isfinite(ys)])
+    return svg.scatter(axis_title(xn, directions[xn], xs), axis_title(yn, directions[yn], ys), series,
+                       connect=connect, size=size, x_max=directions[xn] == "max",
+                       x_tick=lambda v: tick_text(xn, v, xu), y_tick=lambda v: tick_text(yn, v, yu))
 
 
 def front_panels(runs: list[Run], fac: Facets | None = None, recs: list[Recommendation | None] | None = None) -> str:
@@ -174,41 +145,29 @@ def serving_panels(runs: list[Run], fac: Facets, recs: list[Recommendation | Non
             f'for its design and mapping.</p><div class="panels">{"".join(out)}</div></div>')
 
 
-def recommended_section(runs: list[Run], recs: list[Recommendation | None]) -> str:
-    """The design to buy and why (each run), and the best design of each GPU, provider and instance."""
-    out = []
-    for run, rec in zip(runs, recs):
-        head = f"<h3>{escape(run.name)}</h3>" if len(runs) > 1 else ""
-        if rec is None:
-            out.append(f'{head}<p class="note">No feasible design within the constraints: nothing to recommend.</p>')
-            continue
-        where = f"#{rec.position} " if rec.position else ""
-        out.append(f'{head}<p class="recommend" id="recommended-{escape(run.name, quote=True)}"><b>Recommended: '
-                   f'{where}{escape(rec.name)}</b>. {escape(rec.text)}</p>')
-        for kind in group_kinds(run.trials):
-            header, rows, shared = group_table(run, kind)
-            dollars = {i for i, h in enumerate(header) if is_dollars(h)}
-            rows = [[Money(v) if i in dollars and isinstance(v, (int, float, np.number)) else v for i, v in enumerate(r)]
-                    for r in rows]
-            caption = f'<p class="note">Each best design has {escape(shared)}.</p>' if shared else ""
-            out.append(f"<h3>Best design per {escape(kind)}{f' ({escape(run.name)})' if len(runs) > 1 else ''}</h3>"
-                       + caption + table(header, rows, f"best-{kind}-row", left=2, titles=_titles(header)))
-    return "".join(out)
+def _units(runs: list[Run], metrics: list[str]) -> dict[str, tuple[str, float]]:
+    """Each metric's unit over every run's front (dse.report.display.unit_for)."""
+    out = {}
+    for m in metrics:
+        values = [pd.to_numeric(r.front[m], errors="coerce").to_numpy(dtype=np.float64) for r in runs if m in r.front]
+        out[m] = unit_for(m, np.concatenate(values) if values else None)
+    return out
 
 
-def _titles(header: list[str]) -> list[str]:
-    """A tooltip per table header: the metric's unit and meaning (objectives.METRICS)."""
-    try:
-        import objectives
-
-        metrics = objectives.METRICS
-    except ImportError:
-        metrics = {}
-    return [metrics.get(h, "") for h in header]
+def _front_cell(r: dict, m: str, unit: tuple[str, float], interval: bool, short: bool):
+    """A front table cell of metric ``m`` in ``unit``: with its 80% interval where ``interval``, dollars as Money."""
+    v = r.get(m, np.nan)
+    if not isinstance(v, (int, float, np.number)) or isinstance(v, (bool, np.bool_)):
+        return v
+    f, dollars = unit[1], unit[0] == "$"
+    if interval and f"{m}_lo" in r and f"{m}_hi" in r:
+        return Interval(v * f, r[f"{m}_lo"] * f, r[f"{m}_hi"] * f, dollars=dollars, short=short)
+    return Money(v * f) if dollars else v * f
 
 
 def front_table(runs: list[Run], recs: list[Recommendation | None] | None = None) -> str:
-    """The sortable table of the front designs: name, objectives with intervals, costs, metrics, ties."""
+    """The sortable table of the front designs: name, objectives with intervals, costs, metrics, ties; a
+    group of near-twins (dse.report.twins) is one row, the others named in it."""
     recs = recs if recs is not None else [recommend(r) for r in runs]
     objectives = list(runs[0].objectives)
     metrics = table_metrics(runs)
@@ -216,40 +175,46 @@ def front_table(runs: list[Run], recs: list[Recommendation | None] | None = None
     if all(r.serving for r in runs):  # a deployment column with one value on the whole front: said once
         shared = serving.shared_columns([r.front for r in runs], metrics)
         metrics = [m for m in metrics if m not in shared]
-        said = ('<p class="note">Every front design has ' + ", ".join(f"{escape(c)} <b>{escape(fmt(v))}</b>"
-                                                                    for c, v in shared.items()) + ".</p>") if shared else ""
+        said = ('<p class="note">Every front design has ' + ", ".join(
+            f"{escape(phrase(c))} <b>{escape(fmt(v))}</b>"
+            for c, v in shared.items()) + ".</p>") if shared else ""
     multi = len(runs) > 1
-    header = (["run"] if multi else []) + ["#", "design"] + metrics + ["tie with"]
+    units = _units(runs, metrics)
+    raw = (["run"] if multi else []) + ["#", "design"] + metrics + ["tie with"]
+    header = [h if h not in units else f"{display(h).name} ({units[h][0]})" if units[h][0] else display(h).name
+              for h in raw]
     rows = []
     for run, names, rec in zip(runs, front_names(runs), recs):
         tied = ties(run.front, objectives)
-        for i, r in enumerate(run.front.to_dict("records"), start=1):
-            cells = []
-            for m in metrics:
-                v = r.get(m, np.nan)
-                number = isinstance(v, (int, float, np.number))
-                # intervals: the objectives' (a training table is wide enough), every serving metric's
-                if number and (m in objectives or run.serving) and f"{m}_lo" in r and f"{m}_hi" in r:
-                    v = Interval(v, r[f"{m}_lo"], r[f"{m}_hi"], dollars=is_dollars(m), short=run.serving)
-                elif number and is_dollars(m):
-                    v = Money(v)
-                cells.append(v)
+        records = run.front.to_dict("records")
+        keep = rec.position - 1 if rec is not None and rec.position else None
+        for group in twin_groups(run.front, objectives, keep=keep):
+            i, r = group[0] + 1, records[group[0]]
+            # intervals: the objectives' (a training table is wide enough), every serving metric's
+            cells = [_front_cell(r, m, units[m], m in objectives or run.serving, run.serving) for m in metrics]
             name = Mark(names[i - 1]) if rec is not None and rec.position == i else Name(names[i - 1])
+            name.alike = twin_note(names, group)
             rows.append(([run.name] if multi else []) + [i, name] + cells
-                        + [Tie(", ".join(f"#{j}" for j in tied[i - 1]))])
+                        + [Tie(", ".join(f"#{j}" for j in tied[i - 1] if j - 1 not in group))])
     cls = "front serving" if all(r.serving for r in runs) else "front"
-    return said + table(header, rows, "front-row", left=(1 if multi else 0) + 2, titles=_titles(header), cls=cls)
+    return said + table(header, rows, "front-row", left=(1 if multi else 0) + 2, titles=titles(raw), cls=cls)
 
 
 def infeasible_section(runs: list[Run]) -> str:
     """A small table per run: how many designs each kind of reason kept off the front."""
     out = []
     for run in runs:
-        why = why_infeasible(run.trials, constraints=run.info.get("spec", {}).get("constraints") or ())
-        if why:
+        kinds = infeasible_kinds(run.trials, constraints=run.info.get("spec", {}).get("constraints") or ())
+        if kinds:
             head = f"<h3>{escape(run.name)}</h3>" if len(runs) > 1 else ""
-            out.append(head + table(["designs", "reason", "example"], [[n, kind, ex] for kind, n, ex in why],
-                                     "why-row", left=3))
+            total = sum(k[1] for k in kinds)
+            more = more_kinds(kinds, INFEASIBLE_SHOWN)
+            out.append(head + f'<p class="note">{total:,} of {len(run.trials):,} distinct designs, '
+                       f'{len(kinds)} kind{"s" if len(kinds) > 1 else ""} of reason.</p>'
+                       + table(["distinct designs", "reason", "example"],
+                               [[n, kind, ex] for kind, n, ex in kinds[:INFEASIBLE_SHOWN]], "why-row", left=3)
+                       + (f'<p class="note">{escape(more)}: {escape("; ".join(k[0] for k in kinds[INFEASIBLE_SHOWN:]))}'
+                          f'</p>' if more else ""))
     return "".join(out) or '<p class="note">Every design was feasible and within the constraints.</p>'
 
 
@@ -282,7 +247,7 @@ def sensitivity_section(run: Run, ranked: pd.DataFrame, sens: pd.DataFrame) -> s
     if ranked is None or ranked.empty:
         return '<p class="note">No sensitivity (no feasible front design, or the model was not available).</p>'
     metrics = [c for c in ranked.columns if c not in ("what", "mean", "best_on_front")]
-    header = ["rank", "hardware change", "what changes"] + [f"{m} median gain %" for m in metrics] + \
+    header = ["rank", "hardware change", "what changes"] + [f"{display(m).name} median gain %" for m in metrics] + \
         ["mean gain %", "best design gain %"]
     rows = [[i, name, r["what"]] + [r[m] for m in metrics] + [r["mean"], r["best_on_front"]]
             for i, (name, r) in enumerate(ranked.iterrows(), start=1)]
@@ -300,7 +265,7 @@ def sensitivity_section(run: Run, ranked: pd.DataFrame, sens: pd.DataFrame) -> s
             f"one hardware parameter of every front design improves by 10%, {how}. "
             f"Median over the {len(run.front)} front designs{extra}; ranked by the mean over the objectives; a price "
             f"the designs do not pay (cloud rates for owned designs) gains nothing.</p>"
-            f"<details><summary>per design: {escape(metrics[0])} gain %</summary>"
+            f"<details><summary>per design: {escape(display(metrics[0]).name)} gain %</summary>"
             f"{table(dheader, drows, 'sens-design-row', left=2)}</details>")
 
 
@@ -314,13 +279,16 @@ decoding, none where the prefill runs on its own pool (serving: disaggregated). 
 per kind of step, not per kernel (weights, KV cache, GEMMs, collectives, host), so the bars stop there.</p>"""
 
 
-def page(runs: list[Run], ranked: pd.DataFrame, sens: pd.DataFrame, title: str) -> str:
-    """The report page: the runs, their fronts, what bounds each design and the hardware ranking."""
+def page(runs: list[Run], ranked: pd.DataFrame, sens: pd.DataFrame, title: str | None = None) -> str:
+    """The report page: the decision first (dse.report.first_screen), then the fronts, the front designs,
+    why designs were infeasible, what bounds each design and the hardware ranking."""
     first = runs[0]
-    objs = ", ".join(f"{m} ({d})" for m, d in first.objectives.items())
+    title = title or title_of(runs)
+    objs = ", ".join(f"{label(m)} {better(d)}" for m, d in first.objectives.items())
+    counts = "; ".join(f"{escape(r.name) + ': ' if len(runs) > 1 else ''}{len(r.trials):,} distinct designs, "
+                       f"{int(r.trials['admissible'].sum()):,} feasible, front {len(r.front)}" for r in runs)
     runs_meta = "".join(
-        f"<li><b>{escape(r.name)}</b> <code>{escape(str(r.root))}</code>: {len(r.trials)} distinct designs, "
-        f"{int(r.trials['admissible'].sum())} feasible, front {len(r.front)}; "
+        f"<li><b>{escape(r.name)}</b> <code>{escape(str(r.root))}</code>: "
         f"{escape(str(r.info.get('spec', {}).get('description', '')))} "
         f"(status {escape(str(r.info.get('status', '?')))}, seed {escape(str(r.info.get('seed', '?')))}, "
         f"commit {escape(str(r.info.get('git_commit') or '?')[:10])})</li>" for r in runs)
@@ -337,20 +305,24 @@ def page(runs: list[Run], ranked: pd.DataFrame, sens: pd.DataFrame, title: str) 
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{escape(title)}</title><style>{CSS}{fac.css()}</style></head><body>
 <h1>{escape(title)}</h1>
-<p class="meta">Objectives: {escape(objs)}.</p><ul class="meta">{runs_meta}</ul>
+<p class="meta">Objectives: {escape(objs)}. {counts}.</p>
+<section id="recommended">{decision_section(runs, recs)}</section>
+{whatif_section(runs)}
 <h2 id="front">Pareto front</h2>{front_panels(runs, fac, recs)}{views}
-<h2 id="recommended">Recommended design</h2>{recommended_section(runs, recs)}
 <h2 id="table">Front designs</h2><p class="note">Each design is named by the axes that vary across the front{shared}; &#9733;: the recommended design. Click a column to sort. Grey: the 80% prediction interval
 (objectives.intervals: the model's error on published runs it was not fitted to, wider for a stack, GPU generation
 or MoE it is less sure of and for designs far from every validated run). "tie with": front designs whose
 intervals overlap this one's on every objective; the published evidence cannot order them. Two designs on one
-stack and GPU share much of their error, so the intervals overstate how uncertain their order is.</p>{front_table(runs, recs)}
+stack and GPU share much of their error, so the intervals overstate how uncertain their order is. Near-twins,
+within {TWIN_TOLERANCE:.1%} of each other on every objective (dse.report.twins), are one row: "and N more alike"
+names the others and what tells them apart.</p>{front_table(runs, recs)}
 <h2 id="infeasible">Why designs were infeasible</h2>
-<p class="note">Designs the model marked infeasible, by the first constraint each breaks (numbers as #), and the
-designs a constraint of the space excludes.</p>{infeasible_section(runs)}
+<p class="note">Distinct designs the model marked infeasible, by the first constraint each breaks (numbers as #),
+and the designs a constraint of the space excludes.</p>{infeasible_section(runs)}
 {bounds}
 {breakdown_section(runs)}
 <h2 id="sensitivity">{sens_title}</h2>{sensitivity_section(first, ranked, sens)}
+<h2 id="runs">Runs</h2><ul class="meta">{runs_meta}</ul>
 <p class="note">Written by dse report. Loaded in <span id="render-ms">?</span> ms.</p>
 <script>{JS}</script>
 </body></html>

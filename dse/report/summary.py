@@ -11,17 +11,22 @@ import pandas as pd
 from dse.report import serving
 from dse.report.breakdown import breakdown, colours
 from dse.report.buyer import group_kinds, group_table, group_values, recommend
-from dse.report.data import Run, fmt, front_names, front_shared, interval_of, is_dollars, table_metrics, why_infeasible
+from dse.report.data import Run, fmt, front_names, front_shared, interval_of, is_dollars, table_metrics
+from dse.report.display import axis_title, display, human_table, tick_text, unit_for
 from dse.report.facets import facets
+from dse.report.first_screen import title_of
+from dse.report.html import Money
 from dse.report.names import money
-from dse.report.svg import PALETTE
+from dse.report.svg import ALL_SPAN_LOG, FRONT_SPAN_LOG, PALETTE
+from dse.report.twins import TWIN_TOLERANCE, twin_groups, twin_note
 
 
 def _md_table(header: list[str], rows: list[list]) -> str:
-    """A Markdown table; a column whose header names dollars (``_usd``, capex, run or lifetime cost) reads $21.7M."""
+    """A Markdown table in display names (dse.report.display.human_table): dollars read $21.7M."""
+    header, rows = human_table(header, rows)
     dollars = {i for i, h in enumerate(header) if is_dollars(h)}
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(money(v) if i in dollars and not isinstance(v, str) else fmt(v)
+    lines += ["| " + " | ".join(money(v) if (i in dollars or isinstance(v, Money)) and not isinstance(v, str) else fmt(v)
                                 for i, v in enumerate(r)) + " |" for r in rows]
     return "\n".join(lines)
 
@@ -79,13 +84,20 @@ def _panel(ax, runs: list[Run], fac, recs, xn: str, yn: str, directions: dict[st
             ax.errorbar(fx, fy, **err, fmt="none", ecolor=c, elinewidth=0.8, alpha=0.6, zorder=2)
         if connect:  # across then up/down where x is minimized, up/down then across where maximized
             ax.step(fx, fy, where="pre" if directions[xn] == "max" else "post", color=c, alpha=0.7)
-    for name, setter in ((xn, ax.set_xscale), (yn, ax.set_yscale)):
+    for name, setter in ((xn, ax.set_xscale), (yn, ax.set_yscale)):  # as the page's axes (dse.report.svg.Axis)
         v = _plain(pd.concat([r.trials[name] for r in runs]))
-        v = v[np.isfinite(v)]
-        if len(v) and v.min() > 0 and v.max() / v.min() > 20:
+        fv = _plain(pd.concat([f[name] for f in fronts]))
+        v, fv = v[np.isfinite(v)], fv[np.isfinite(fv)]
+        front_span = len(fv) and fv.min() > 0 and fv.max() / fv.min() > FRONT_SPAN_LOG
+        if len(v) and v.min() > 0 and (v.max() / v.min() > ALL_SPAN_LOG or front_span):
             setter("log")
-    ax.set_xlabel(f"{xn} ({directions[xn]})")
-    ax.set_ylabel(f"{yn} ({directions[yn]})")
+    from matplotlib.ticker import FuncFormatter
+
+    for name, axis, set_label in ((xn, ax.xaxis, ax.set_xlabel), (yn, ax.yaxis, ax.set_ylabel)):
+        v = _plain(pd.concat([f[name] for f in fronts]))
+        unit = unit_for(name, v[np.isfinite(v)])
+        set_label(axis_title(name, directions[name], v[np.isfinite(v)]))
+        axis.set_major_formatter(FuncFormatter(lambda t, _, n=name, u=unit: tick_text(n, t, u)))
     ax.grid(alpha=0.3)
 
 
@@ -150,23 +162,62 @@ def figures(runs: list[Run], out: Path, stem: str) -> dict[str, str]:
     return files
 
 
-def markdown(runs: list[Run], ranked: pd.DataFrame | None, files: dict[str, str], title: str, html_name: str) -> str:
+def _decision_md(runs: list[Run], recs) -> list[str]:
+    """The decision first: each run's sentence and caveat, the best design per group, what-ifs, why."""
+    from dse.report.swept_hardware import effect_table, swept_fields
+
+    multi = len(runs) > 1
+    parts, why = [], []
+    for run, rec in zip(runs, recs):
+        if rec is None:
+            parts += [f"{run.name}: no feasible design within the constraints.", ""]
+            continue
+        lead, rest = rec.decision.sentence.split(":", 1)
+        parts += [f"{run.name + ': ' if multi else ''}**{lead}:**{rest}", ""]
+        if rec.decision.caveat:
+            parts += [f"> {rec.decision.caveat}", ""]
+        for kind in group_kinds(run.trials):
+            header, grows, shared = group_table(run, kind)
+            parts += [f"Best design per {kind}{f' ({run.name})' if multi else ''}"
+                      f"{f' (each has {shared})' if shared else ''}:", "", _md_table(header, grows), ""]
+        for field in swept_fields(run):
+            header, grows, baseline = effect_table(run, field)
+            parts += [f"What `{field}` buys{f' ({run.name})' if multi else ''}: the best design at each value and "
+                      f"its change against the best at {baseline}:", "", _md_table(header, grows), ""]
+        where = f"#{rec.position} on the front, " if rec.position else ""
+        why += [f"**Why{f' ({run.name})' if multi else ''}** ({where}★ {rec.name}): {rec.text}", ""]
+    return parts + why
+
+
+def markdown(runs: list[Run], ranked: pd.DataFrame | None, files: dict[str, str], title: str | None,
+             html_name: str) -> str:
+    """The Markdown summary: the decision first, then the front, the front designs (near-twins one row), why
+    designs were infeasible (every kind counted), what bounds each design and the hardware ranking."""
+    from dse.report.data import infeasible_kinds, more_kinds
+
     metrics = table_metrics(runs)
     serving_runs = all(r.serving for r in runs)
     constant = serving.shared_columns([r.front for r in runs], metrics) if serving_runs else {}
     metrics = [m for m in metrics if m not in constant]
     multi = len(runs) > 1
     recs = [recommend(r) for r in runs]
-    rows = [([run.name] if multi else []) + [i] + [("★ " if rec is not None and rec.position == i else "") + names[i - 1]]
-            + [r.get(m, np.nan) for m in metrics]
-            for run, names, rec in zip(runs, front_names(runs), recs)
-            for i, r in enumerate(run.front.to_dict("records"), start=1)]
-    parts = [f"# {title}", "",
-             "Objectives: " + ", ".join(f"`{m}` ({d})" for m, d in runs[0].objectives.items())
-             + f". Interactive version: `{html_name}`.", ""]
+    objectives = list(runs[0].objectives)
+    rows = []
+    for run, names, rec in zip(runs, front_names(runs), recs):
+        records = run.front.to_dict("records")
+        keep = rec.position - 1 if rec is not None and rec.position else None
+        for group in twin_groups(run.front, objectives, keep=keep):
+            i, r = group[0] + 1, records[group[0]]
+            alike = twin_note(names, group)
+            name = ("★ " if rec is not None and rec.position == i else "") + names[i - 1] + (f" ({alike})" if alike else "")
+            rows.append(([run.name] if multi else []) + [i, name] + [r.get(m, np.nan) for m in metrics])
+    parts = [f"# {title or title_of(runs)}", ""] + _decision_md(runs, recs)
+    parts += ["Objectives: " + ", ".join(f"`{m}` ({'lower' if d == 'min' else 'higher'} is better)"
+                                         for m, d in runs[0].objectives.items())
+              + f". Interactive version: `{html_name}`.", ""]
     for run in runs:
-        parts.append(f"- **{run.name}** (`{run.root}`): {len(run.trials)} distinct designs, "
-                     f"{int(run.trials['admissible'].sum())} feasible, front {len(run.front)}")
+        parts.append(f"- **{run.name}** (`{run.root}`): {len(run.trials):,} distinct designs, "
+                     f"{int(run.trials['admissible'].sum()):,} feasible, front {len(run.front)}")
     parts += ["", "## Pareto front", ""]
     if "front" in files:
         parts += [f"![Pareto front]({files['front']})", ""]
@@ -179,28 +230,23 @@ def markdown(runs: list[Run], ranked: pd.DataFrame | None, files: dict[str, str]
                   f"feasible designs within the constraints ({counts}).", ""]
         if "serving" in files:
             parts += [f"![Serving fronts]({files['serving']})", ""]
-    parts += ["## Recommended design", ""]
-    for run, rec in zip(runs, recs):
-        if rec is None:
-            parts += [f"{run.name}: no feasible design within the constraints.", ""]
-            continue
-        where = f"#{rec.position} " if rec.position else ""
-        parts += [f"**{run.name + ': ' if multi else ''}Recommended: {where}{rec.name}**. {rec.text}", ""]
-        for kind in group_kinds(run.trials):
-            header, grows, shared = group_table(run, kind)
-            parts += [f"Best design per {kind}{f' ({run.name})' if multi else ''}"
-                      f"{f' (each has {shared})' if shared else ''}:", "", _md_table(header, grows), ""]
     common = front_shared(runs)
     parts += ["## Front designs", "", "Each design is named by the axes that vary across the front"
-              + (f" (every front design has {common})" if common else "") + "; ★: the recommended design."
+              + (f" (every front design has {common})" if common else "") + "; ★: the recommended design; "
+              f"near-twins (within {TWIN_TOLERANCE:.1%} on every objective) are one row."
               + ("" if not constant else " Every front design has " + ", ".join(f"{c} {fmt(v)}" for c, v in constant.items())
                  + "."), "",
               _md_table((["run"] if multi else []) + ["#", "design"] + metrics, rows), ""]
     for run in runs:
-        why = why_infeasible(run.trials, constraints=run.info.get("spec", {}).get("constraints") or ())
-        if why:
+        kinds = infeasible_kinds(run.trials, constraints=run.info.get("spec", {}).get("constraints") or ())
+        if kinds:
+            more = more_kinds(kinds, 8)
             parts += [f"## Why designs were infeasible{f' ({run.name})' if multi else ''}", "",
-                      _md_table(["designs", "reason", "example"], [[n, kind, example] for kind, n, example in why]), ""]
+                      f"{sum(k[1] for k in kinds):,} of {len(run.trials):,} distinct designs:", "",
+                      _md_table(["distinct designs", "reason", "example"],
+                                [[n, kind, example] for kind, n, example in kinds[:8]]), ""]
+            if more:
+                parts += [f"{more}: " + "; ".join(k[0] for k in kinds[8:]), ""]
     if "breakdown" in files:
         what = "time per output token" if serving_runs else "time per step"
         parts += ["## What bounds each front design", "", f"![{what}]({files['breakdown']})", ""]
@@ -211,5 +257,5 @@ def markdown(runs: list[Run], ranked: pd.DataFrame | None, files: dict[str, str]
                   "improves by 10%, the mapping searched again; ranked by the mean over the objectives:", ""]
         rows = [[i, name, r["what"]] + [r[m] for m in shown] + [r["mean"]]
                 for i, (name, r) in enumerate(ranked.iterrows(), start=1)]
-        parts += [_md_table(["rank", "change", "what"] + [f"{m} %" for m in shown] + ["mean %"], rows), ""]
+        parts += [_md_table(["rank", "change", "what"] + [f"{display(m).name} %" for m in shown] + ["mean %"], rows), ""]
     return "\n".join(parts)

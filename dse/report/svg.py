@@ -12,13 +12,25 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
 W, H, ML, MR, MT, MB = 520, 360, 70, 16, 14, 46
 
 
-class Axis:
-    """Linear, or logarithmic when the values are positive and span more than a factor of 20."""
+#: a front spanning more than this factor on an axis gets a log axis (as the knee's normalization does:
+#: dse.report.knee); every design's values spanning more than ALL_SPAN_LOG do too
+FRONT_SPAN_LOG, ALL_SPAN_LOG = 10.0, 20.0
 
-    def __init__(self, values: np.ndarray, lo_px: float, hi_px: float) -> None:
+
+def _span(v: np.ndarray) -> float:
+    v = v[np.isfinite(v) & (np.abs(v) < 1e100)]
+    return float(v.max() / v.min()) if len(v) and v.min() > 0 else 0.0
+
+
+class Axis:
+    """Linear, or logarithmic when the values are positive and the front's (``front``) span more than
+    FRONT_SPAN_LOG, or all of them more than ALL_SPAN_LOG."""
+
+    def __init__(self, values: np.ndarray, lo_px: float, hi_px: float, front: np.ndarray | None = None) -> None:
         v = values[np.isfinite(values) & (np.abs(values) < 1e100)]
         lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
-        self.log = lo > 0 and hi / lo > 20
+        front_span = _span(np.asarray(front, dtype=np.float64)) if front is not None else 0.0
+        self.log = lo > 0 and (hi / lo > ALL_SPAN_LOG or front_span > FRONT_SPAN_LOG)
         if self.log:
             lo, hi = math.log10(lo), math.log10(hi)
         if not hi > lo or not math.isfinite(hi - lo):
@@ -65,26 +77,30 @@ def tick_label(v: float) -> str:
 
 
 def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, size: tuple[int, int] = (W, H),
-            x_max: bool = False) -> str:
+            x_max: bool = False, x_tick=tick_label, y_tick=tick_label) -> str:
     """One panel. ``series``: dicts with label, colour, and arrays x, y, kind ('front', 'dominated',
-    'infeasible'), title (hover text); fronts are drawn on top and, with ``connect``, joined by a step line:
+    'infeasible'), title (hover text); ``x_tick`` / ``y_tick``: a tick's text ('$2M'); fronts are drawn on
+    top and, with ``connect``, joined by a step line:
     the boundary of what the front dominates, across then up or down to the next point where x is
     minimized, up or down then across where it is maximized (``x_max``)."""
     W, H = size
     allx = np.concatenate([s["x"] for s in series]) if series else np.zeros(0)
     ally = np.concatenate([s["y"] for s in series]) if series else np.zeros(0)
-    ax, ay = Axis(allx, ML, W - MR), Axis(ally, H - MB, MT)
+    front = [s["kind"] == "front" for s in series]
+    fx = np.concatenate([s["x"][f] for s, f in zip(series, front)]) if series else None
+    fy = np.concatenate([s["y"][f] for s, f in zip(series, front)]) if series else None
+    ax, ay = Axis(allx, ML, W - MR, fx), Axis(ally, H - MB, MT, fy)
     out = [f'<svg class="scatter" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
            f'aria-label="{escape(yname)} against {escape(xname)}">',
            f'<rect x="{ML}" y="{MT}" width="{W - ML - MR}" height="{H - MT - MB}" class="plot"/>']
     for t in ax.ticks():
         px = float(ax(t))
         out.append(f'<line x1="{px:.1f}" y1="{MT}" x2="{px:.1f}" y2="{H - MB}" class="grid"/>'
-                   f'<text x="{px:.1f}" y="{H - MB + 14}" class="tick" text-anchor="middle">{tick_label(t)}</text>')
+                   f'<text x="{px:.1f}" y="{H - MB + 14}" class="tick" text-anchor="middle">{escape(x_tick(t))}</text>')
     for t in ay.ticks():
         py = float(ay(t))
         out.append(f'<line x1="{ML}" y1="{py:.1f}" x2="{W - MR}" y2="{py:.1f}" class="grid"/>'
-                   f'<text x="{ML - 4}" y="{py + 4:.1f}" class="tick" text-anchor="end">{tick_label(t)}</text>')
+                   f'<text x="{ML - 4}" y="{py + 4:.1f}" class="tick" text-anchor="end">{escape(y_tick(t))}</text>')
     out.append(f'<text x="{(ML + W - MR) / 2}" y="{H - 8}" class="axis" text-anchor="middle">{escape(xname)}'
                f'{" (log)" if ax.log else ""}</text>'
                f'<text transform="translate(14 {(MT + H - MB) / 2}) rotate(-90)" class="axis" text-anchor="middle">'
@@ -116,24 +132,39 @@ def scatter(xname: str, yname: str, series: list[dict], connect: bool = True, si
             out.extend(f'<circle class="{layer}"{t_} cx="{x:.1f}" cy="{y:.1f}" r="{r}"><title>{escape(t)}</title></circle>'
                        for x, y, t, t_ in zip(px, py, titles, extra))
             out.append("</g>")
+    taken: list[tuple[float, float]] = []  # the labels placed so far: an overlay's labels do not collide
     for s in series:  # the recommended design's ring, on top, on or off the panel's front
         if "rec" in s:
             m = np.asarray(s["rec"], dtype=bool) & _placeable(s["x"]) & _placeable(s["y"])
             out.append(_recommended(ax(s["x"][m]), ay(s["y"][m]), np.ones(int(m.sum()), dtype=bool),
-                                    s.get("rec_title", ""), W - MR))
+                                    s.get("rec_title", ""), W - MR, s.get("rec_label", "recommended"), taken))
     out.append("</svg>")
     return "".join(out)
 
 
-def _recommended(px, py, rec: np.ndarray, title: str, right: float) -> str:
-    """A ring and a label around the recommended design's point (a path, so every <circle> stays a design)."""
+#: a label's box for collisions: text of 11 px, about 6 px a character
+LABEL_H, CHAR_W = 13.0, 6.0
+
+
+def _recommended(px, py, rec: np.ndarray, title: str, right: float, text: str = "recommended",
+                 taken: list | None = None) -> str:
+    """A ring and a label around the recommended design's point (a path, so every <circle> stays a design);
+    the label moves down, a line at a time, off the labels in ``taken`` (then added to it)."""
     out = []
+    taken = taken if taken is not None else []
+    width = CHAR_W * len(text)
     for x, y in zip(px[rec], py[rec]):
         r = 9.0
-        tx, anchor = (x + r + 3, "start") if x < right - 90 else (x - r - 3, "end")
+        tx, anchor = (x + r + 3, "start") if x < right - width else (x - r - 3, "end")
+        left = tx if anchor == "start" else tx - width
+        ty = y - r
+        while any(abs(ty - oy) < LABEL_H and left < ox + ow and ox < left + width for ox, oy, ow in taken):
+            ty += LABEL_H
+        taken.append((left, ty, width))
+        y_label = ty
         out.append(f'<g class="rec"><path d="M{x - r:.1f} {y:.1f}a{r} {r} 0 1 0 {2 * r} 0a{r} {r} 0 1 0 {-2 * r} 0" '
                    f'fill="none" stroke="#000" stroke-width="2"><title>{escape(title)}</title></path>'
-                   f'<text x="{tx:.1f}" y="{y - r:.1f}" class="rec-label" text-anchor="{anchor}">recommended</text></g>')
+                   f'<text x="{tx:.1f}" y="{y_label:.1f}" class="rec-label" text-anchor="{anchor}">{escape(text)}</text></g>')
     return "".join(out)
 
 

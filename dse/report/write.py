@@ -38,7 +38,9 @@ def _write(run_dirs, out, with_sensitivity: bool, with_png: bool, stem: str) -> 
             ranked = ranking(sens, runs[0].objectives)
         except Exception as exc:  # a report without the sensitivity beats no report
             print(f"dse report: sensitivity skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
-    title = "Pareto report: " + " vs ".join(r.name for r in runs)
+    from dse.report.first_screen import title_of
+
+    title = title_of(runs)  # the space's question, not its file's name
     paths = {"html": out / f"{stem}.html", "md": out / f"{stem}.md"}
     atomic_write_bytes(paths["html"], page(runs, ranked, sens, title).encode())
     files = {}
