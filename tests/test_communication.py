@@ -42,7 +42,9 @@ def test_cp_ring_across_nodes_steps_at_the_nic():
     assert out["n_microbatches"][0] == 1
     assert out["time_cp_comm_s"][0] == pytest.approx(expected, rel=1e-9)
     assert fwd == pytest.approx(max(31 * hop - 32 * w, 0.0) + w)  # the last step's attention hides nothing
-    assert expected > 0.15 * out["time_compute_s"][0]  # 0.12 s against 0.61 s of compute: a sixth of the step
+    # not negligible: 0.092 s against 0.64 s of compute, a seventh of the step (the fit of 2026-12-03; its
+    # attention is what hides the hops, so the share moves with the fitted attention rate)
+    assert expected > 0.10 * out["time_compute_s"][0]
 
 
 def test_cp_search_no_longer_picks_the_cross_node_ring():
