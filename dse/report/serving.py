@@ -123,8 +123,9 @@ def tpot_parts(front: pd.DataFrame) -> pd.DataFrame:
     """Seconds of each design's time per output token (TPOT = pp x the mean step, objectives.serving.batching):
     the decode-only step, pp x ``step_time_decode_s``, and what the steps carrying a prefill chunk add,
     pp x ``mixed_step_frac`` x (``step_time_mixed_s`` - ``step_time_decode_s``): prefill's interference with
-    decoding, 0 where the prefill runs on its own pool (``serving: disaggregated``). Empty where the table
-    lacks the step columns. The parts sum to ``tpot_s``."""
+    decoding, 0 where the prefill runs on its own pool (``serving: disaggregated``); a speculative design's
+    step emits ``spec_accept_tokens_per_step`` tokens per request, so each part is over them. Empty where the
+    table lacks the step columns. The parts sum to ``tpot_s``."""
     need = ("pp", "step_time_decode_s", "step_time_mixed_s", "mixed_step_frac")
     if not all(c in front for c in need):
         return pd.DataFrame(index=front.index)
@@ -133,5 +134,9 @@ def tpot_parts(front: pd.DataFrame) -> pd.DataFrame:
     mixed = front["step_time_mixed_s"].to_numpy(dtype=np.float64)
     frac = front["mixed_step_frac"].to_numpy(dtype=np.float64)
     extra = np.where(frac > 0, frac * (mixed - decode), 0.0)
+    per_step = front["spec_accept_tokens_per_step"].to_numpy(dtype=np.float64) \
+        if "spec_accept_tokens_per_step" in front else np.ones(len(front))
+    per_step = np.where(np.isfinite(per_step) & (per_step >= 1.0), per_step, 1.0)
     labels = [label for label, _ in TPOT_PARTS]
-    return pd.DataFrame({labels[0]: pp * decode, labels[1]: pp * extra}, index=front.index).fillna(0.0)
+    return pd.DataFrame({labels[0]: pp * decode / per_step, labels[1]: pp * extra / per_step},
+                        index=front.index).fillna(0.0)

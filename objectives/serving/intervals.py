@@ -38,7 +38,10 @@ parameters derived from them by objectives/serving/interval_fit.py (``catalog/se
   counts as unvalidated twice over (u = 2: its engine's steps run in a schedule no measurement has, and
   the rate matching and KV transfer are unmeasured) and is marked ``interval_extrapolated``: its interval
   is a lower bound on the model's uncertainty (u = 2 is an assumption, stated; no published disaggregated
-  measurement is in the validation).
+  measurement is in the validation). Speculative decoding (``spec_decode`` not none) and a latency-tuned
+  step (``latency_tuned`` 1) add one each: their published measurements are batch-1 runs kept out of the fit
+  (objectives/catalog/serving_runs.md, 39% off), so a speculative or latency-tuned design is unvalidated
+  ground, marked ``interval_extrapolated`` too.
 - ``z_10``, ``z_90``: quantiles of the held-out log ratios over their sigma, each source weighing the same.
 
 What follows from the throughput: ``output_tokens_per_s`` (deployment), ``usd_per_mtok_out`` and
@@ -157,13 +160,13 @@ class ServingIntervals(PerDesign):
 
     requires = ("engine", "serving", "moe_experts", "kv_lora_rank", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
                 *(f for f in FEATURES if f != "generation"), *THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s",
-                "tokens_per_s_per_user", "prefix_hit_frac")
+                "tokens_per_s_per_user", "prefix_hit_frac", "spec_decode", "latency_tuned")
     provides = {
         "validated_distance_oct": "octaves; distance of the design from the published serving measurements of its "
                                   "engine, per axis (objectives/serving/intervals.py)",
         "interval_extrapolated": "bool; the design lies farther from the measurements than any held-out one did, or "
                                  "runs what none measures (an engine without published runs, disaggregated, a prefix "
-                                 "cache): its interval is a lower bound",
+                                 "cache, speculative decoding, a latency-tuned step): its interval is a lower bound",
         "interval_half_width_frac": "fraction; half the 80% interval of output_tokens_per_s_per_gpu over the prediction",
         **{f"{name}_{end}": f"{_UNITS[name]}; {'lower' if end == 'lo' else 'upper'} end of the 80% interval of {name}"
            for name in (*THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s", "tokens_per_s_per_user") for end in ("lo", "hi")},
@@ -221,7 +224,8 @@ class ServingIntervals(PerDesign):
         dist = np.sqrt(np.broadcast_to(total, np.broadcast_shapes(np.shape(c["engine"]), *octave_shapes)))
         disaggregated = c["serving"] == 1
         d_cap = params["scale"]["d_cap"]
-        unvalidated = d["unvalidated"] + 2.0 * disaggregated
+        # speculation and the latency-tuned step: measured at batch 1 only, outside the fit (module doc)
+        unvalidated = d["unvalidated"] + 2.0 * disaggregated + (c["spec_decode"] > 0) + (c["latency_tuned"] > 0)
         sigma = np.exp(_log_sigma_rest(d["log_sigma"], dist, unvalidated, params))
         q = params["quantile"]
         out = {"validated_distance_oct": np.broadcast_to(dist, shape),

@@ -18,7 +18,9 @@ AllReduce fused with RMSNorm, the overlap scheduler):
   8 of 256 experts a layer;
 - tensor-parallel all-reduces are TensorRT-LLM's one-shot NVLink kernel fused with the RMSNorm
   (blog 1 Modules 9 and 13, "Fuse oneshotAR + RMSNorm"): ``LATENCY_ALLREDUCE_S`` each instead of the
-  offline fit's ``allreduce_latency_s``.
+  offline fit's ``allreduce_latency_s``, in a tensor-parallel group of at most ``ONE_SHOT_MAX_RANKS``
+  (TensorRT-LLM's custom all-reduce kernels, ``customAllReduceKernels.h`` ``MAX_RANKS_PER_NODE = 16``; a
+  wider group runs NCCL's, the offline latency).
 
 So a latency-tuned decode step at batch b <= ``LATENCY_GRAPH_MAX_BATCH`` (per attention group) is
 
@@ -61,12 +63,14 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["LATENCY_KERNEL_S", "LATENCY_ALLREDUCE_S", "LATENCY_HOST_STEP_S", "LATENCY_GRAPH_MAX_BATCH",
-           "kernels_per_layer", "latency_design"]
+           "ONE_SHOT_MAX_RANKS", "kernels_per_layer", "latency_design"]
 
 LATENCY_KERNEL_S = 3.4e-6
 LATENCY_ALLREDUCE_S = 10e-6
 LATENCY_HOST_STEP_S = 1e-3
 LATENCY_GRAPH_MAX_BATCH = 8.0
+#: the widest tensor-parallel group TensorRT-LLM's one-shot all-reduce kernels serve (module doc)
+ONE_SHOT_MAX_RANKS = 16.0
 #: kernels of a dense GQA layer, and more for a routed MoE layer and for MLA (module doc)
 KERNELS_DENSE, KERNELS_MOE, KERNELS_MLA = 9.0, 6.0, 4.0
 
@@ -79,10 +83,12 @@ def kernels_per_layer(moe, mla):
 def latency_design(c, layers, moe_layers, n_collectives, allreduce_latency_s, comm0, draft_layers=0.0):
     """(the step's collectives at 0 bytes, its kernels' floor) of a latency-tuned decode step over the stage:
     ``comm0`` with each of ``n_collectives`` latencies at LATENCY_ALLREDUCE_S instead of the offline
-    ``allreduce_latency_s``, and the stage's kernels x LATENCY_KERNEL_S."""
+    ``allreduce_latency_s`` (in a tensor-parallel group of at most ONE_SHOT_MAX_RANKS), and the stage's
+    kernels x LATENCY_KERNEL_S."""
     mla = c["kv_lora_rank"] > 0
     kernels = layers * kernels_per_layer(0.0, mla) + moe_layers * KERNELS_MOE
-    comm = comm0 + n_collectives * (LATENCY_ALLREDUCE_S - allreduce_latency_s)
+    one_shot = c["tp"] <= ONE_SHOT_MAX_RANKS
+    comm = comm0 + n_collectives * np.where(one_shot, LATENCY_ALLREDUCE_S - allreduce_latency_s, 0.0)
     return np.maximum(comm, 0.0), kernels * LATENCY_KERNEL_S
 
 

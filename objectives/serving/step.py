@@ -306,6 +306,7 @@ class StepModel:
         self.spec = bool(np.any(self.draft > 0))
         if self.spec:
             self.verify = 1.0 + self.draft
+            self.emitted = c["spec_accept_tokens_per_step"]  # tau: tokens a request emits a verify step
             self.draft_layers = c["spec_draft_layers"]
             self.stage_layers = full_layers + win_layers
         # each computed token attends the whole context before it, the cached prefix's KV included (vLLM's
@@ -340,7 +341,8 @@ class StepModel:
         else:
             graphed = (self.graphs >= 2) | ((self.graphs >= 1) & (dec_group <= self.graph_max))
         device = np.where(graphed, gpu, np.maximum(gpu, self.launch))
-        host = self.host + self.host_request * requests
+        # the per-request host work (sampling, output processing) runs per token emitted: tau a verify step
+        host = self.host + self.host_request * (requests + (dec_group * (self.emitted - 1.0) if self.spec else 0.0))
         device, host, tuned = latency_step(self, gpu, device, host, dec_group, mixed)  # latency_tuned rows
         return np.where(self.overlap | tuned, np.maximum(device, host), device + host)
 
