@@ -278,8 +278,12 @@ def test_scripts_are_valid_bash(train_run):
 
 
 def test_a_later_launch_replaces_the_files_of_an_earlier_one(train_run, deepseek, tmp_path):
+    """A disaggregated design's files (its pools' commands and the note), then a training design's into the
+    same folder: only the training files remain."""
     out = tmp_path / "launch"
-    assert "disaggregated.txt" in launch(deepseek, "--out", str(out))
+    front = pd.read_parquet(deepseek / "pareto.parquet")
+    row = front[front["serving"] == "disaggregated"].iloc[0]
+    assert "disaggregated.txt" in launch(deepseek, str(whole(row, "front_index")), "--out", str(out))
     assert main(["launch", str(train_run), "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["README.txt", "megatron-bridge-overrides.txt", "megatron-bridge-train.sh"]
 
