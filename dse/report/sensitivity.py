@@ -8,7 +8,7 @@ concurrency, docs/serving.md)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -98,6 +98,17 @@ def _choices(run):
     return choices
 
 
+def stack_blocks(blocks: Sequence[Mapping], front: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Design tables of ``len(front)`` rows each, one after another, as one table to score in one call; a
+    column that only some blocks set takes the front's values in the others."""
+    table = {}
+    for k in set().union(*blocks):
+        parts = [b[k] if k in b else front[k].to_numpy() for b in blocks]
+        table[k] = np.concatenate([np.asarray(p, dtype=object) if np.asarray(p).dtype.kind in "OUS" else
+                                   np.asarray(p, dtype=np.float64) for p in parts])
+    return table
+
+
 def default_score(run: Run) -> Callable[[dict], Mapping[str, np.ndarray]]:
     """The model the run's designs were scored with, as a design table -> metrics function: the serving
     model's mapping search for a serving run (its calibration, objectives/serving_calibration.json), the
@@ -145,14 +156,8 @@ def sensitivity(run: Run, score: Callable[[dict], Mapping[str, np.ndarray]] | No
         for col in cols:
             block[col] = how(front[col].to_numpy(dtype=np.float64))
         blocks.append(block)
-    keys = set().union(*blocks)
-    table = {}
-    for k in keys:  # a column that only changed blocks set takes the front's value elsewhere
-        parts = [b[k] if k in b else front[k].to_numpy() for b in blocks]
-        table[k] = np.concatenate([np.asarray(p, dtype=object) if np.asarray(p).dtype.kind in "OUS" else
-                                   np.asarray(p, dtype=np.float64) for p in parts])
     with np.errstate(all="ignore"):
-        out = score(table)
+        out = score(stack_blocks(blocks, front))
     feasible = np.asarray(out.get("feasible", np.ones(n * (len(changes) + 1), dtype=bool)), dtype=bool)
     rows = []
     for j, (name, what, _, _) in enumerate(changes, start=1):

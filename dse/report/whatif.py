@@ -72,22 +72,11 @@ def _money_metric(run: Run) -> str:
     return "usd_per_mtok_out" if run.serving else "run_cost_usd"
 
 
-def _stack(blocks: Sequence[dict], front: pd.DataFrame) -> dict:
-    """The blocks' design tables one after another (a column a block lacks takes the front's values)."""
-    table = {}
-    for k in set().union(*blocks):
-        parts = [b[k] if k in b else front[k].to_numpy() for b in blocks]
-        kind = np.asarray(parts[0]).dtype.kind
-        table[k] = np.concatenate([np.asarray(p, dtype=object) if kind in "OUS" else np.asarray(p, dtype=np.float64)
-                                   for p in parts])
-    return table
-
-
 def whatif(run: Run, field: str, values: Sequence[float], score=None) -> pd.DataFrame:
     """One row per (front design, value): the field's value before and after, each objective before and
     after, the money metric's worth and the break-even price (module doc); ``feasible`` False where the
     changed design has no feasible mapping (its numbers NaN)."""
-    from dse.report.sensitivity import default_score, design_table
+    from dse.report.sensitivity import default_score, design_table, stack_blocks
 
     front = run.front
     if front.empty:
@@ -107,7 +96,7 @@ def whatif(run: Run, field: str, values: Sequence[float], score=None) -> pd.Data
                 stepped[p] = front[p].to_numpy(dtype=np.float64) * (1.0 + PRICE_STEP)
         blocks.append(stepped)
     with np.errstate(all="ignore"):
-        out = score(_stack(blocks, front))
+        out = score(stack_blocks(blocks, front))
     feasible = np.asarray(out.get("feasible", np.ones(n * (2 * k + 1), dtype=bool)), dtype=bool)
     money = _money_metric(run)
     metrics = list(dict.fromkeys([*run.objectives, money]))
