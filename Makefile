@@ -29,7 +29,7 @@ validate: venv
 	$(BIN)/dse validate
 
 fit: venv
-	$(BIN)/python -m objectives.fit
+	$(BIN)/python -m objectives.fitting.fit
 
 bench: bench-model bench-sweep
 

@@ -18,9 +18,9 @@ with blank ``tp``, ``pp``, ``ep``, ``attn_dp`` searched (:data:`SERVING_MAPPING_
 :data:`SERVING_INPUTS` (also in :data:`INPUT_COLUMNS`).
 """
 
-from objectives import catalog as _catalog
+from objectives.inputs import TRAINING_INPUT_COLUMNS
 from objectives.mapping import DEFAULT_CHOICES, search_mapping
-from objectives.pipeline import DEFAULTS, MAPPING_COLUMNS, MODELS, REQUIRED, TRAINING_MODELS, evaluate, metrics
+from objectives.pipeline import MAPPING_COLUMNS, MODELS, TRAINING_MODELS, evaluate, metrics
 from objectives.renamed import RENAMED_COLUMNS
 from objectives.serving import (
     SERVING_INPUTS,
@@ -31,22 +31,35 @@ from objectives.serving import (
     is_serving_table,
     search_serving,
 )
-from objectives.table import CATEGORIES, InputError
+from objectives.table import InputError
 
 __version__ = "0.1.0"
+
+#: the models' stages in the order data flows, each with the modules it holds (a module belongs to the first
+#: entry that is its name or a package above it): a module imports from its own stage or an earlier one, never a
+#: later one, and none imports this package's API but the API itself (tests/test_layout.py walks the imports).
+#: The core is the design table, the model base class, the fitted factors' reader and the catalog; the
+#: training model and the economics it feeds are run by the assembly (``pipeline``, ``mapping``); the fitting
+#: validates and fits them offline; serving reuses all of it.
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("objectives.table", "objectives.base", "objectives.calibration", "objectives.columns",
+              "objectives.renamed", "objectives.ranges", "objectives.catalog")),
+    ("training", ("objectives.training",)),
+    ("economics", ("objectives.economics",)),
+    ("assembly", ("objectives.pipeline", "objectives.reasons", "objectives.mapping", "objectives.inputs",
+                  "objectives.sizing")),
+    ("fitting", ("objectives.fitting",)),
+    ("serving", ("objectives.serving",)),
+)
 
 #: every output column -> its unit and meaning: the training model's, then the serving model's it lacks
 METRICS: dict[str, str] = metrics()
 METRICS.update({name: text for name, text in SERVING_METRICS.items() if name not in METRICS})
 
-#: every column a design table (a space) may set: required and defaulted columns, every catalog field
-#: (an override of the catalog id's value), the mapping, the categorical columns and the catalog ids
-INPUT_COLUMNS: frozenset[str] = frozenset(
-    set(REQUIRED) | set(DEFAULTS) | set(_catalog.GPU_FIELDS) | set(_catalog.MODEL_FIELDS)
-    | set(_catalog.NETWORK_FIELDS) | set(_catalog.STORAGE_FIELDS) | set(MAPPING_COLUMNS) | set(CATEGORIES)
-    | {"model", "gpu", "network", "storage", "n_gpus", "global_batch", "train_tokens", "d_head"} | SERVING_INPUTS
-)
+#: every column a design table (a space) may set: the training model's (objectives/inputs.py) and the serving
+#: model's
+INPUT_COLUMNS: frozenset[str] = TRAINING_INPUT_COLUMNS | SERVING_INPUTS
 
 __all__ = ["evaluate", "search_mapping", "METRICS", "INPUT_COLUMNS", "RENAMED_COLUMNS", "MAPPING_COLUMNS", "MODELS",
            "TRAINING_MODELS", "DEFAULT_CHOICES", "InputError", "__version__", "evaluate_serving", "is_serving_table",
-           "SERVING_MODELS", "SERVING_METRICS", "SERVING_INPUTS", "search_serving", "SERVING_MAPPING_COLUMNS"]
+           "SERVING_MODELS", "SERVING_METRICS", "SERVING_INPUTS", "search_serving", "SERVING_MAPPING_COLUMNS", "STAGES"]

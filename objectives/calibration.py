@@ -4,7 +4,7 @@ Software stacks differ in kernels and overlap as much as GPUs differ in silicon,
 its ``stack`` (default ``megatron-core``). What each stack does is fixed from its documentation
 (:data:`TRAITS`); how fast its kernels run relative to the roofline is fitted.
 
-Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, result in ``calibration.json``):
+Fitted (``python -m objectives.fitting.fit`` against ``catalog/training_runs.csv``, result in ``calibration.json``):
 
 - ``attn_seq_half``: sequence length at which flash attention runs at half its long-sequence rate (its
   plateau is the GPU catalog's measured ``gpu_attn_eff_fa2`` / ``_fa3``); short sequences give each
@@ -27,7 +27,7 @@ Fitted (``python -m objectives.fit`` against ``catalog/training_runs.csv``, resu
   many-way tp, small experts) and once for its rows (the micro-batch's tokens; for an expert, the tokens
   routed to it).
 
-Factors the fit drives to a bound of their box (``objectives/fit.py`` BOX), and why the box stays:
+Factors the fit drives to a bound of their box (``objectives/fitting/fit.py`` BOX), and why the box stays:
 
 - ``kernel_overhead_s`` of ``megatron-core`` and ``pytorch-fsdp`` at the upper bound, 3e-4 s per layer pass.
   About 20 kernels a layer forward at a few microseconds of launch each is 50-100 us when nothing hides
@@ -84,7 +84,7 @@ class StackTraits(NamedTuple):
     pp_overlap: bool  # interleaved schedules send and receive behind the next model chunk's compute
     #                   (overlap_p2p_comm); without interleaving the sends stay on the critical path
     low_precision_params: bool = False  # fp8 / fp4 runs keep their weights in that precision and gather them
-    #                                     so (fp8_param_gather, fp4_param_gather; objectives.quantization)
+    #                                     so (fp8_param_gather, fp4_param_gather; objectives.training.quantization)
 
 
 #: what each stack does, from its documentation. Pipeline sends of interleaved schedules overlap with compute
@@ -134,7 +134,7 @@ def trait(name: str):
 PER_STACK = ("attn_kernel_scale", "kernel_overhead_s")
 FITTED = ("attn_seq_half", "attn_kernel_scale", "kernel_overhead_s", "moe_expert_overhead_s", "tp_comm_exposed",
           "gemm_n_half")
-#: the physical box of each fitted factor, (lower, upper): the fit searches inside it (objectives.fit.BOX) and a
+#: the physical box of each fitted factor, (lower, upper): the fit searches inside it (objectives.fitting.fit.BOX) and a
 #: calibration file's value outside it is refused unless the file says ``"allow_outside_bounds": true``
 BOUNDS = {
     "kernel_overhead_s": (1e-6, 3e-4), "attn_kernel_scale": (0.3, 1.5), "attn_seq_half": (16.0, 16384.0),
@@ -143,7 +143,7 @@ BOUNDS = {
 #: factors no longer fitted -> why (a calibration file that sets one is told so)
 REMOVED_FACTORS = {
     "ep_comm_exposed": "is no longer a factor: the exposed expert all-to-all is derived from the EP A2A overlap "
-                       "schedule (objectives/communication.py ep_exposed_s); remove it from the file",
+                       "schedule (objectives/training/communication.py ep_exposed_s); remove it from the file",
 }
 
 
@@ -161,7 +161,7 @@ class Calibration:
     scaleout_latency_s: float = 10e-6
     hbm_reserved_gb: float = 2.0
     hbm_usable_frac: float = 0.95
-    #: the prediction intervals' parameters for designs under this calibration (objectives.intervals; a
+    #: the prediction intervals' parameters for designs under this calibration (objectives.training.intervals; a
     #: calibration file of ``dse calibrate`` carries its own); None: the shipped catalog/intervals.json
     interval_params: dict | None = dataclasses.field(default=None, compare=False, repr=False)
 

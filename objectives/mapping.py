@@ -10,7 +10,7 @@ least-infeasible one (smallest memory overflow) with feasible=False. A row that 
 is its own one candidate: a table of such rows runs through every module as it is, in one chunked pass,
 with nothing enumerated.
 
-The rules a candidate must pass are those of :mod:`objectives.divisibility` (the same Layout counts), plus
+The rules a candidate must pass are those of :mod:`objectives.training.divisibility` (the same Layout counts), plus
 its search-only pruning rules (tp inside the scale-up domain, cp only for long sequences, sequence
 parallelism only with tp > 1). A row none of whose candidates passes gets one fallback candidate marked
 with the rule that ended the last of them (``search_lost_rule``), so that its ``infeasible_reason`` says
@@ -33,7 +33,6 @@ import numpy as np
 from objectives import catalog
 from objectives.base import Model
 from objectives.calibration import Calibration
-from objectives.divisibility import CP_MIN_SEQ_LEN, RULES, SEARCH_RULES, Job, Rule
 from objectives.pipeline import (
     CHUNK_ROWS,
     DESIGN_MODELS,
@@ -47,6 +46,7 @@ from objectives.pipeline import (
 )
 from objectives.reasons import LOST_RULE, REASON_COLUMNS, infeasible_reason
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, factorize, is_constant
+from objectives.training.divisibility import CP_MIN_SEQ_LEN, RULES, SEARCH_RULES, Job, Rule
 
 __all__ = ["DEFAULT_CHOICES", "CANDIDATE_BUDGET", "search_mapping", "enumerate_mappings", "iter_mappings", "blank_cells",
            "needed_models", "CP_MIN_SEQ_LEN"]

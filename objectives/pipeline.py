@@ -14,9 +14,7 @@ import numpy as np
 
 from objectives import catalog
 from objectives.base import Model
-from objectives.breakeven import Breakeven
 from objectives.calibration import Calibration
-from objectives.checkpoint import Checkpoint
 from objectives.columns import (
     all_at_least,
     all_whole,
@@ -27,25 +25,27 @@ from objectives.columns import (
     number_cells,
     with_outputs,
 )
-from objectives.communication import Communication
-from objectives.compute import ComputeTime
-from objectives.cost import Cost
-from objectives.divisibility import Job, input_errors
-from objectives.facility import FACILITY_DEFAULTS, Facility
-from objectives.intervals import Intervals
-from objectives.layout import Layout
-from objectives.memory import Memory
-from objectives.power import Power
-from objectives.quantization import default_fp8_recipe
+from objectives.economics.breakeven import Breakeven
+from objectives.economics.cost import Cost
+from objectives.economics.facility import FACILITY_DEFAULTS, Facility
+from objectives.economics.power import Power
+from objectives.economics.rental import Rental
 from objectives.ranges import check_ranges
 from objectives.reasons import infeasible_reason
-from objectives.reliability import Reliability
 from objectives.renamed import check_renamed
-from objectives.rental import Rental
-from objectives.steptime import StepTime
 from objectives.table import CATEGORIES, Columns, InputError, as_columns, encode, is_constant
-from objectives.topology import Topology
-from objectives.transformer import TransformerMath
+from objectives.training.checkpoint import Checkpoint
+from objectives.training.communication import Communication
+from objectives.training.compute import ComputeTime
+from objectives.training.divisibility import Job, input_errors
+from objectives.training.intervals import Intervals
+from objectives.training.layout import Layout
+from objectives.training.memory import Memory
+from objectives.training.quantization import default_fp8_recipe
+from objectives.training.reliability import Reliability
+from objectives.training.steptime import StepTime
+from objectives.training.topology import Topology
+from objectives.training.transformer import TransformerMath
 
 __all__ = ["MODELS", "TRAINING_MODELS", "DESIGN_MODELS", "MAPPING_MODELS", "ECONOMICS_MODELS", "MAPPING_COLUMNS", "run_models",
            "DEFAULTS", "REQUIRED", "open_table", "fill_defaults", "prepare", "evaluate", "check_layout", "check_architecture",
@@ -74,15 +74,15 @@ DEFAULTS: dict[str, float] = {
     "moe_experts": 0.0, "moe_topk": 0.0, "scaleup_mesh": 0.0, "host_grace": 0.0,
     "tied_embeddings": 0.0, "ffn_kind": 1.0, "oversubscription": 1.0,
     "train_tokens": np.nan, "stack": 0.0, "dropout": 0.0,
-    # blank: by the GPU (objectives.quantization.default_fp8_recipe, filled in prepare)
+    # blank: by the GPU (objectives.training.quantization.default_fp8_recipe, filled in prepare)
     "fp8_recipe": np.nan,
-    # nodes (scale-up domains) a token's experts may span, 0: unlimited (objectives/collectives.py
+    # nodes (scale-up domains) a token's experts may span, 0: unlimited (objectives/training/collectives.py
     # routed_all_to_all_s; DeepSeek-V3 trains with 4)
     "moe_max_nodes": 0.0,
-    # MLA, MoE extras and windowed attention: 0 = not used (objectives/transformer.py)
+    # MLA, MoE extras and windowed attention: 0 = not used (objectives/training/transformer.py)
     **catalog.MODEL_FIELD_DEFAULTS,
     # decoder layers on the first / last pipeline stage (Megatron's --decoder-first/last-pipeline-num-layers);
-    # blank: the model picks the most balanced split the stack accepts (objectives/divisibility.py)
+    # blank: the model picks the most balanced split the stack accepts (objectives/training/divisibility.py)
     "pp_first_layers": np.nan, "pp_last_layers": np.nan,
     # cluster economics (issue 4): checkpoints synchronous, the cluster owned; NaN = derived by the model
     "ckpt_mode": 0.0, "cost_mode": 0.0, "ckpt_every_s": np.nan, "storage_units_min": np.nan, "dataset_tb": np.nan,
@@ -92,10 +92,10 @@ DEFAULTS: dict[str, float] = {
     # renting (objectives/catalog/instances.py): none (owned), on demand; what an instance sets, where none
     "instance": 0.0, "pricing": 0.0, "net_transport_latency_s": 0.0, "instance_gpus": np.nan,
     "storage_object_usd_per_tb_month": np.nan, "rental_max_gpus": np.inf,
-    **FACILITY_DEFAULTS,  # no facility budget, no rack limit (objectives/facility.py)
+    **FACILITY_DEFAULTS,  # no facility budget, no rack limit (objectives/economics/facility.py)
     # the rental an owned design is weighed against (objectives/catalog/offers.py), where the table has no GPU id
     "rental_usd_per_gpu_hr": np.nan, "rental_instance": 0.0,
-    # spot preemption (objectives/preemption.py): none; a preemptible row's figures are its provider's
+    # spot preemption (objectives/training/preemption.py): none; a preemptible row's figures are its provider's
     "preemptible": 0.0, **{f: (np.inf if f.startswith("spot_preempt") else 0.0) for f in catalog.SPOT_FIELDS},
     # prices and operating assumptions, each with its source in catalog/prices.yaml
     **catalog.operating_defaults(),
@@ -129,7 +129,7 @@ def metrics() -> dict[str, str]:
 _LABELS = {
     "instance": "text; the cloud instance the design rents ('owned': it buys the cluster)",
     "provider": "text; the instance's cloud (aws, gcp, azure, oci, coreweave, lambda; 'owned')",
-    "breakeven_rental": "text; the rental an owned design is weighed against (objectives.breakeven): an instance id, "
+    "breakeven_rental": "text; the rental an owned design is weighed against (objectives.economics.breakeven): an instance id, "
                         "'market' (the GPU's market figure); '' for a rented design",
 }
 
@@ -280,7 +280,7 @@ def prepare(table: Mapping[str, object]) -> tuple[Columns, Columns]:
 
 
 def check_architecture(floats: Columns) -> None:
-    """Raise InputError for an attention or MoE description that is not one (objectives/transformer.py): MLA
+    """Raise InputError for an attention or MoE description that is not one (objectives/training/transformer.py): MLA
     (kv_lora_rank > 0) without its head widths, or with n_kv_heads other than n_heads (its up-projected keys
     and values are per head); a share of windowed layers outside [0, 1]; leading dense layers that leave an
     MoE model no MoE layer."""
@@ -307,7 +307,7 @@ def check_architecture(floats: Columns) -> None:
 
 
 def check_layout(floats: Columns) -> None:
-    """Raise InputError for a fixed mapping that breaks an input-error rule of objectives/divisibility.py
+    """Raise InputError for a fixed mapping that breaks an input-error rule of objectives/training/divisibility.py
     (tp*pp*cp dividing n_gpus, dp*micro_batch dividing global_batch): naming the first such row. Every other
     rule makes an infeasible row with a reason, not an error."""
     found = input_errors(Job(floats))

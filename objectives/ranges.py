@@ -10,13 +10,13 @@ from objectives.table import Columns, InputError
 
 __all__ = ["MAX_GLOBAL_BATCH", "FRACTIONS", "LIMITS", "check_ranges"]
 
-#: fractions of the owning cost (objectives.capital): name -> (lowest, highest, whether the lowest is allowed, meaning)
+#: fractions of the owning cost (objectives.economics.capital): name -> (lowest, highest, whether the lowest is allowed, meaning)
 FRACTIONS = {
     "cost_of_capital_frac": (0.0, 1.0, True, "a yearly rate from 0 (straight-line) to 1"),
     "utilization_frac": (0.0, 1.0, False, "the share of the cluster's hours doing paid work, > 0 and at most 1"),
     "residual_value_frac": (0.0, 1.0, True, "the share of the servers' price resold at the end of their life, 0 to 1"),
 }
-#: limits a row may set (objectives/facility.py): blank (none) or a finite number > 0, and what it is
+#: limits a row may set (objectives/economics/facility.py): blank (none) or a finite number > 0, and what it is
 LIMITS = {"facility_mw": "a facility's power in MW", "rack_kw_max": "the most one rack may draw, in kW"}
 #: the largest global batch a row may give, in sequences (published runs use at most ~16K; a ceiling keeps a
 #: typo such as 1e300 from yielding finite-looking nonsense)

@@ -3,12 +3,12 @@
 ``infeasible_reason`` is '' for a feasible row and one 'kind: what, by how much' line for the others, the
 first constraint broken in this order: a rented design without a published price at its pricing, an owned
 one without a published system price, a design without a published power (``con_price`` 1, 2, 3; an
-announced system, objectives.rental) or larger than its instance's advertised cluster (``con_rental_gpus``,
-objectives.rental; one instance where its provider publishes no cluster fabric), an owned design's rack above the site's limit
-(``con_rack_kw``) or its peak above the facility's power (``con_facility_mw``, objectives.facility),
+announced system, objectives.economics.rental) or larger than its instance's advertised cluster (``con_rental_gpus``,
+objectives.economics.rental; one instance where its provider publishes no cluster fabric), an owned design's rack above the site's limit
+(``con_rack_kw``) or its peak above the facility's power (``con_facility_mw``, objectives.economics.facility),
 a mapping search with no candidate left (``search_lost_rule``), a layout or schedule rule (``layout_rule``,
-:mod:`objectives.divisibility`), tensor cores for the precision, memory, a spot job preempted faster than it
-recovers (``con_preempt``, objectives.reliability). Text is formatted once per
+:mod:`objectives.training.divisibility`), tensor cores for the precision, memory, a spot job preempted faster than it
+recovers (``con_preempt``, objectives.training.reliability). Text is formatted once per
 distinct value, never per row in the model.
 """
 
@@ -19,8 +19,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from objectives.divisibility import RowsOf, join_text, number_text, rule_reasons
 from objectives.table import CATEGORIES
+from objectives.training.divisibility import number_text
+from objectives.training.rule_text import RowsOf, join_text, rule_reasons
 
 __all__ = ["infeasible_reason", "reason_kinds", "LOST_RULE", "REASON_COLUMNS"]
 
@@ -120,7 +121,7 @@ def _rental_reasons(col, rows: np.ndarray) -> np.ndarray:
 
 def _spot_reasons(col, rows: np.ndarray) -> np.ndarray:
     """'spot: 504 nodes, the job preempted every 41 s on average, sooner than the 1.9 h it takes to recover
-    (re-acquire 1.7 h, restart and rework 10 min): most recoveries are cut short' (objectives.reliability,
+    (re-acquire 1.7 h, restart and rework 10 min): most recoveries are cut short' (objectives.training.reliability,
     con_preempt: a recovery finishes untouched with probability below 1/e)."""
     node_gpus = np.where(np.isnan(col("instance_gpus")), col("server_gpus"), col("instance_gpus"))[rows]
     back = col("spot_reacquire_s")[rows]

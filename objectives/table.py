@@ -40,7 +40,7 @@ def _instance_ids() -> tuple[str, ...]:
 # Categorical columns and their codes (index in the tuple). Models read the codes.
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "precision": ("bf16", "fp8", "fp4"),
-    # how an fp8 run scales its tensors (objectives/quantization.py); blank: MXFP8 on GPUs with block-scaled
+    # how an fp8 run scales its tensors (objectives/training/quantization.py); blank: MXFP8 on GPUs with block-scaled
     # tensor cores, per-tensor current scaling elsewhere
     "fp8_recipe": ("tensor_delayed", "tensor_current", "blockwise", "mxfp8"),
     "recompute": ("none", "selective", "full"),

@@ -10,7 +10,7 @@ row positions that break it; an empty dict is a clean table. Columns:
 - ``gpu``, ``nic_gbyte_s``: no GPU drives the fabric faster than its system's NIC, unless ``nic_gbyte_s`` is a
   what-if.
 - ``ckpt_interval_s``, ``ckpt_write_s``: a checkpoint interval is at least 3 write times
-  (objectives.checkpoint INTERVAL_OVER_WRITE; an async write must finish before the next checkpoint).
+  (objectives.training.checkpoint INTERVAL_OVER_WRITE; an async write must finish before the next checkpoint).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from objectives import catalog
-from objectives.checkpoint import INTERVAL_OVER_WRITE
+from objectives.training.checkpoint import INTERVAL_OVER_WRITE
 
 __all__ = ["broken_rows", "system_value"]
 

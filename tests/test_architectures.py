@@ -1,11 +1,11 @@
 """Today's architectures (MLA, shared experts, leading dense layers, every-k-th MoE layer, sliding-window and
-chunked attention) against hand derivations and the model cards (objectives/transformer.py)."""
+chunked attention) against hand derivations and the model cards (objectives/training/transformer.py)."""
 
 import numpy as np
 import pytest
 
 import objectives
-from objectives.transformer import attended_keys
+from objectives.training.transformer import attended_keys
 
 CARD_IDS = ("deepseek-v3", "deepseek-r1", "kimi-k2", "gpt-oss-120b", "gpt-oss-20b", "qwen3-235b-a22b", "qwen3-30b-a3b",
             "llama4-maverick", "llama4-scout", "llama3.3-70b", "gemma3-27b")

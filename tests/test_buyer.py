@@ -234,7 +234,7 @@ def test_the_recommendation_says_how_sure_it_is_and_why_the_ground_is_thin(tmp_p
     objective; at a half-width of 0.6 (> THIN_GROUND_HALF_WIDTH), 'thin ground' with its octaves from the
     validated runs and, on Blackwell (fp4 tensor cores: the shipped intervals widen that generation), the
     widening; a design within 25% says its interval alone."""
-    from objectives.intervals import load_params
+    from objectives.training.intervals import load_params
 
     where = _run_dir(tmp_path / "run")
     t = _trials()

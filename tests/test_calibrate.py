@@ -1,4 +1,4 @@
-"""`dse calibrate` (objectives.own_runs): factors recovered from runs made with known ones, the calibration file,
+"""`dse calibrate` (objectives.fitting.own_runs): factors recovered from runs made with known ones, the calibration file,
 its use by `dse evaluate --calibration` and a space's `calibration:`, and one line with exit 2 for bad input."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import objectives
 from dse.errors import UserError
 from dse.spec import parse_spec
 from objectives.calibration import Calibration
-from objectives.fit import label
-from objectives.own_runs import calibrate
-from objectives.validation import predict
+from objectives.fitting.fit import label
+from objectives.fitting.own_runs import calibrate
+from objectives.fitting.validation import predict
 
 SHIPPED = Calibration.load()
 #: megatron-core's per-layer overhead halved (about), its attention kernels and the exposed TP share changed
@@ -131,7 +131,7 @@ def test_calibrate_writes_a_file_evaluate_and_a_space_read(tmp_path, capsys):
     assert own["step_time_s"][0] != pytest.approx(shipped["step_time_s"][0], rel=1e-3)
     # the interval is the file's: the slow end's log ratio is sigma z_90 (the fast end may stop at the GEMM
     # roofline), sigma = exp(intercept + ... + kappa min(d, d_cap)), d from the file's ground (its runs added)
-    ship = json.loads(objectives.intervals.INTERVAL_PATH.read_text())["scale"]
+    ship = json.loads(objectives.training.intervals.INTERVAL_PATH.read_text())["scale"]
     mine = record["intervals"]["scale"]
     d_own, d_ship = own["validated_distance_oct"][0], shipped["validated_distance_oct"][0]
     assert d_own <= d_ship

@@ -1,4 +1,4 @@
-"""Storage and checkpointing (objectives/checkpoint.py) and the storage catalog, checked by hand."""
+"""Storage and checkpointing (objectives/training/checkpoint.py) and the storage catalog, checked by hand."""
 
 import re
 from pathlib import Path
@@ -9,7 +9,7 @@ import yaml
 from conftest import evaluate_405b
 
 from objectives import catalog
-from objectives.checkpoint import INTERVAL_OVER_WRITE, daly_interval_s, dataset_bytes_per_token, sync_write_limit_s
+from objectives.training.checkpoint import INTERVAL_OVER_WRITE, daly_interval_s, dataset_bytes_per_token, sync_write_limit_s
 
 CATALOG = Path(catalog.__file__).parent
 
@@ -94,7 +94,7 @@ def test_slow_storage_buys_units_for_the_interval_and_cost_follows():
     np.testing.assert_array_equal(out["storage_capex_usd"], [1_000_000, 360_000])
     np.testing.assert_array_equal(out["storage_power_w"], [1800, 6000])
     # the cost model pays for them: owned storage = capex x (capital recovery at 10% over 5 years, 0.263797,
-    # + 6% upkeep) a year, a delivered year charged 1 / 0.8 of a calendar year (objectives.capital)
+    # + 6% upkeep) a year, a delivered year charged 1 / 0.8 of a calendar year (objectives.economics.capital)
     years = out["time_to_train_days"] / 365.25
     np.testing.assert_allclose(out["run_cost_storage_usd"], out["storage_capex_usd"] * (0.263797 + 0.06) * years / 0.8,
                                rtol=2e-6)

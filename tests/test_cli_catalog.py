@@ -38,7 +38,7 @@ def test_catalog_models_counts_parameters(capsys):
     assert main(["catalog", "models"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [ln.split()[0] for ln in lines[3:]] == catalog.model_ids()
-    # Llama 3.1 405B: 405.9B parameters (objectives.transformer; the model card says 405B), 126 layers
+    # Llama 3.1 405B: 405.9B parameters (objectives.training.transformer; the model card says 405B), 126 layers
     row = next(ln for ln in lines if ln.startswith("llama3.1-405b ")).split()
     assert row[1:4] == ["405.9", "405.9", "126"]
     mixtral = next(ln for ln in lines if ln.startswith("mixtral-8x7b ")).split()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from objectives.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s, ring_hop_s, split_tiers
+from objectives.training.collectives import Tiers, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s, ring_hop_s, split_tiers
 
 # 8-GPU NVLink domains at 360 GB/s, NICs at 46.5 GB/s, no latency: bandwidth terms only
 NET = Tiers(size=np.array([8.0]), bw_up=np.array([360e9]), bw_out=np.array([46.5e9]), lat_up=0.0, lat_out=0.0)
@@ -79,7 +79,7 @@ def test_node_limited_routing_sends_each_token_once_per_node():
     Limited to M = 4 nodes, a token crosses the fabric once per node, at most 4 of its 8 copies: 4/8 x 56/64 x B
     / 46.5 GB/s, and every copy crosses NVLink once, directly or forwarded: 63/64 x B / 360 GB/s; the slower
     of the two. B = 1 GB per rank."""
-    from objectives.collectives import routed_all_to_all_s
+    from objectives.training.collectives import routed_all_to_all_s
 
     one = np.array([1.0])
     nbytes, group, stride, topk = 1e9 * one, 64.0 * one, 1.0 * one, 8.0 * one

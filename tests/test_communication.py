@@ -136,7 +136,7 @@ def test_expert_all_to_all_hides_behind_the_paired_micro_batch():
     them have no partner and expose all 4a: 1/4 x 4a + 3/4 x (a + 3 sigma a) = 1.75a + 2.25 sigma a. Without
     the overlap (Megatron-LM 2021), 4a. Full recompute's forward (2a more) goes with the backward: behind f = a
     it exposes 3a."""
-    from objectives.communication import OVERLAP_SLOWDOWN, ep_exposed_s
+    from objectives.training.communication import OVERLAP_SLOWDOWN, ep_exposed_s
 
     a, s = 1e-3, OVERLAP_SLOWDOWN
     one = np.array([1.0])

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from objectives.calibration import Calibration
-from objectives.communication import OVERLAP_SLOWDOWN, Communication
 from objectives.pipeline import TRAINING_MODELS, prepare, run_models
+from objectives.training.communication import OVERLAP_SLOWDOWN, Communication
 
 # no latency anywhere: the bandwidth terms alone (latency is tested on its own below)
 CAL = Calibration().replace(scaleup_latency_s=0.0, scaleout_latency_s=0.0)

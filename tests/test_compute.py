@@ -151,7 +151,7 @@ def test_blackwell_ultra_exponentials_shorten_only_the_attention_forward():
     attention forward 1.35x faster). A GB300 forward at 10.7 takes 1 - 0.4866 + 0.4866 x 5 / 10.7 = 0.7408 of
     the same GPU's with the rate set to 5 (a catalog override), its backward the same time; a GPU without a
     published rate (H100) gets no term."""
-    from objectives.compute import EXP_WAIT_SHARE
+    from objectives.training.compute import EXP_WAIT_SHARE
 
     assert EXP_WAIT_SHARE == pytest.approx(0.4866, abs=1e-4)
     row = dict(model="llama3-8b", n_gpus=8, global_batch=128, seq_len=8192, tp=1, pp=1, micro_batch=2,

@@ -1,4 +1,4 @@
-"""Cost of a design (objectives/cost.py): its capex, its run's cost and its lifetime cost written out by hand,
+"""Cost of a design (objectives/economics/cost.py): its capex, its run's cost and its lifetime cost written out by hand,
 owned and rented."""
 
 import re
@@ -11,7 +11,7 @@ import yaml
 import objectives
 from objectives import catalog
 from objectives.calibration import Calibration
-from objectives.cost import Cost
+from objectives.economics.cost import Cost
 from objectives.pipeline import DEFAULTS
 
 CATALOG = Path(catalog.__file__).parent
@@ -124,7 +124,7 @@ def test_owned_run_cost_recovers_capital_at_the_cost_of_capital():
 def test_an_nvl72_rack_costs_1_62_of_capital_per_delivered_gpu_hour():
     """A $3.1M GB200 NVL72 rack (S66: $43,056 a GPU) at 10% over 5 years and 80% utilization:
     43,056 x 0.263797 / (8,766 h x 0.8) = 11,357.92 / 7,012.8 = $1.6196 of capital per delivered GPU-hour."""
-    from objectives.capital import annual_capital_usd, capital_recovery_factor
+    from objectives.economics.capital import annual_capital_usd, capital_recovery_factor
 
     assert capital_recovery_factor(0.10, 5.0) == pytest.approx(0.263797, abs=1e-6)
     assert capital_recovery_factor(0.0, 5.0) == pytest.approx(0.2)  # straight line at no cost of capital
@@ -138,7 +138,7 @@ def test_breakeven_of_an_owned_hgx_h100_server_against_a_2_50_rental():
     (8,766 h x 8) = 115,192.5 / 70,128 = $1.6426; energy E = 8 x 1,275 W x 0.75 x PUE 1.25 x $0.08/kWh / 8 =
     $0.0956. Owning wins above u* = K / (R - E) = 1.6426 / 2.4044 = 68.3% utilization. Payback at full use:
     $52,392.50 a GPU / ((2.50 - 0.0956 - upkeep 18,600 / 70,128 = 0.2652) x 8,766 h) = 2.794 years."""
-    from objectives.breakeven import Breakeven
+    from objectives.economics.breakeven import Breakeven
 
     servers, nics, facility = 8 * 36_750.0, 8 * 2_000.0, 8 * 1_275 / 1e6 * 10.7e6
     it_w = 8 * 1_275 * 0.75

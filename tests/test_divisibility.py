@@ -9,7 +9,7 @@ import pytest
 
 import objectives
 from objectives.calibration import STACKS
-from objectives.divisibility import SPLIT_EVEN, SPLIT_GIVEN, SPLIT_GIVEN_STACK, SPLIT_UNEVEN, pipeline_split
+from objectives.training.divisibility import SPLIT_EVEN, SPLIT_GIVEN, SPLIT_GIVEN_STACK, SPLIT_UNEVEN, pipeline_split
 
 CORE, CORE_2024 = STACKS.index("megatron-core"), STACKS.index("megatron-core-2024")
 
@@ -113,7 +113,7 @@ def test_interleaved_bubble_without_enough_microbatches():
     (2, 4, 1, 3),  # no interleaving: p - 1 whatever m
 ])
 def test_bubble_formula(m, p, v, bubble_mb):
-    from objectives.steptime import StepTime
+    from objectives.training.steptime import StepTime
 
     one = np.ones(1)
     cols = {k: one for k in StepTime.requires}
@@ -171,10 +171,10 @@ def test_search_stages_layout_and_input_check_agree():
     design whose GPU count, heads and layers break rules in many ways: a mapping survives the search's staged
     enumeration exactly when Layout finds no broken rule, and check_layout raises exactly where Layout's first
     broken rule is an input-error rule (codes 1, 2)."""
-    from objectives.divisibility import RULES
-    from objectives.layout import Layout
     from objectives.mapping import enumerate_mappings
     from objectives.pipeline import DESIGN_MODELS, check_layout, prepare, run_models
+    from objectives.training.divisibility import RULES
+    from objectives.training.layout import Layout
 
     choices = {"tp": (1, 2, 4, 8), "pp": (1, 2, 3, 4, 6), "cp": (1, 2), "ep": (1, 2, 4), "vp": (1, 2, 3),
                "micro_batch": (1, 2, 3)}

@@ -1,7 +1,7 @@
 """Announced systems as sourced estimates (gpus.yaml vera-rubin-nvl72, rubin-cpx, rubin-ultra-nvl576, mi455x):
 their figures' sources, confidences and ranges; the range carried into a design's 80% interval on top of the
-model's own (objectives/intervals.py); `dse catalog gpus` saying how sure each system is; a design on one with
-no published price or power infeasible with the reason (objectives/rental.py con_price)."""
+model's own (objectives/training/intervals.py); `dse catalog gpus` saying how sure each system is; a design on one with
+no published price or power infeasible with the reason (objectives/economics/rental.py con_price)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import yaml
 import objectives
 from dse.cli import main
 from objectives.catalog.estimates import CONFIDENCE_ORDER, RANGE_FIELDS, range_columns
-from objectives.intervals import catalog_range
+from objectives.training.intervals import catalog_range
 
 CATALOG = Path(__file__).resolve().parents[1] / "objectives" / "catalog"
 ANNOUNCED = ("vera-rubin-nvl72", "rubin-cpx", "rubin-ultra-nvl576", "mi455x")

@@ -1,4 +1,4 @@
-"""A facility's limits (objectives/facility.py, dse/spec/facility.py): its power ``facility_mw`` holds the
+"""A facility's limits (objectives/economics/facility.py, dse/spec/facility.py): its power ``facility_mw`` holds the
 whole racks its power allows and no more, ``rack_kw_max`` excludes a rack above it with the reason, the GPU
 count a space searches is bounded by the power with the largest count that fits among its candidates, and a
 bad value is one line and exit 2 naming the file and the key."""
@@ -18,7 +18,7 @@ import objectives
 from dse.cli import main
 from dse.errors import UserError
 from dse.spec import load_spec, parse_spec
-from objectives.facility import largest_fitting_gpus
+from objectives.sizing import largest_fitting_gpus
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = {"model": "llama3-70b", "global_batch": 1024, "seq_len": 8192, "train_tokens": 15e12}
@@ -70,7 +70,7 @@ def test_facility_holds_the_racks_its_power_allows_and_no_more():
 
 
 def test_largest_fitting_count_with_its_fabric_is_tight():
-    """With the fabric and storage the model gives (objectives.topology, objectives.checkpoint), the largest
+    """With the fabric and storage the model gives (objectives.training.topology, objectives.training.checkpoint), the largest
     count of whole racks that fits 100 MW fits, and one rack more does not; it is below the servers-only count,
     floor(100 / (1.25 x 0.126)) = 634 racks."""
     fit = largest_fitting_gpus({**WORKLOAD, "gpu": ["gb200", "h100-sxm"], "facility_mw": 100.0})

@@ -1,4 +1,4 @@
-"""Which factors a fit frees (objectives.fit.plan): read from the fitted runs' sensitivities, not by hand.
+"""Which factors a fit frees (objectives.fitting.fit.plan): read from the fitted runs' sensitivities, not by hand.
 
 The published runs: megatron-core is Megatron-Bridge's stack alone, and every MoE run is Megatron-Bridge's
 (training_runs.csv), so without that source no run informs megatron-core's two factors or the two MoE
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from objectives.calibration import STACKS, Calibration
-from objectives.fit import BOX, PRIOR_SD_LOG, RUN_SD_LOG, fit_factors, label, plan, sensitivity
-from objectives.validation import load_runs, predict, source_of
+from objectives.fitting.fit import BOX, PRIOR_SD_LOG, RUN_SD_LOG, fit_factors, label, plan, sensitivity
+from objectives.fitting.validation import load_runs, predict, source_of
 
 MB_ONLY = {"kernel_overhead_s[megatron-core]", "attn_kernel_scale[megatron-core]", "moe_expert_overhead_s"}
 

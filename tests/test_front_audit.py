@@ -7,7 +7,7 @@ designs at most, in-process) and every front design must hold:
 - a schedule Megatron would run: an interleaved pipeline (vp > 1) has a multiple of pp micro-batches per
   step (Megatron-Core schedules.py, forward_backward_pipelining_with_interleaving), and its bubble is at
   least what the schedule leaves idle, t_mb * (max(p - m, 0) + (min(m, p) - 1) / v) (Narayanan et al.
-  SC'21 Sec. 2.2.2; the m < p case derived in objectives/steptime.py);
+  SC'21 Sec. 2.2.2; the m < p case derived in objectives/training/steptime.py);
 - a whole job: tp*pp*cp*dp = n_gpus, dp*micro_batch*m = global_batch, tp groups tiling the NVLink domain
   (no tp group straddling two servers or racks);
 - MFU under the GPU's GEMM ceiling: the FLOPs a GPU really runs per second (model FLOPs, plus the

@@ -1,5 +1,5 @@
-"""Leave one GPU generation out (objectives.generation_check) and the per-generation widening of the
-intervals (objectives.interval_fit.generation_terms), on small hand-made tables; `dse validate`'s tables."""
+"""Leave one GPU generation out (objectives.fitting.generation_check) and the per-generation widening of the
+intervals (objectives.fitting.interval_fit.generation_terms), on small hand-made tables; `dse validate`'s tables."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from objectives import fit as fit_module
-from objectives import interval_fit
-from objectives.generation_check import generation_summary, generation_text, hold_out_generation, run_generations
-from objectives.validation import load_runs, source_of
+from objectives.fitting import coverage, interval_fit
+from objectives.fitting import fit as fit_module
+from objectives.fitting.generation_check import generation_summary, generation_text, hold_out_generation, run_generations
+from objectives.fitting.validation import load_runs, source_of
 from tests.cli_run import run_cli
 
 
@@ -123,7 +123,7 @@ def test_a_one_source_generation_takes_its_term_from_the_held_out_generation(sto
 def test_coverage_per_generation_counts_each_generation_and_gpu(stored):
     res, gen = stored
     logo = res.copy()
-    table = interval_fit.generation_coverage(res, logo)
+    table = coverage.generation_coverage(res, logo)
     gens = [g for g in ("ampere", "hopper", "blackwell") if (res["generation"] == g).any()]
     assert [g for g in table.index if not g.startswith(" ") and g != "all"] == gens
     for g in gens:
@@ -131,7 +131,7 @@ def test_coverage_per_generation_counts_each_generation_and_gpu(stored):
     gpus = sorted(res.loc[res["generation"] == gen, "gpu"].unique())
     assert [f"  {x}" for x in gpus] == [i for i in table.index if i.startswith("  ")]
     assert table.loc["all", "runs"] == len(res)
-    per_run = interval_fit.nested(res, logo)
+    per_run = coverage.nested(res, logo)
     assert table.loc["all", "left_out_source"] == pytest.approx(per_run["inside"].mean())
     assert table.loc[gen, "left_out_source"] == pytest.approx(per_run.loc[(res["generation"] == gen).to_numpy(), "inside"].mean())
 

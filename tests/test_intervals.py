@@ -1,7 +1,7 @@
-"""80% prediction intervals (objectives.intervals, objectives.interval_fit).
+"""80% prediction intervals (objectives.training.intervals, objectives.fitting.interval_fit).
 
 Coverage is read from the stored leave-one-source-out residuals (catalog/loso_residuals.csv, written by
-``python -m objectives.fit --cross-validate``), not refitted: each source's runs predicted by factors
+``python -m objectives.fitting.fit --cross-validate``), not refitted: each source's runs predicted by factors
 fitted without it, their intervals derived without it.
 """
 
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import objectives
-from objectives import interval_fit
-from objectives.intervals import FEATURES, INTERVAL_PATH, distance_oct, feature_octaves, ground_keys, load_params, log_band
-from objectives.validation import load_runs, predict
+from objectives.fitting import coverage, interval_fit
+from objectives.fitting.validation import load_runs, predict
+from objectives.training.intervals import FEATURES, INTERVAL_PATH, distance_oct, feature_octaves, ground_keys, load_params, log_band
 
-REGENERATE = "python -m objectives.fit --cross-validate"
+REGENERATE = "python -m objectives.fitting.fit --cross-validate"
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def residuals():
 
 @pytest.fixture(scope="module")
 def covered(residuals):
-    return interval_fit.coverage(residuals)
+    return coverage.coverage(residuals)
 
 
 def test_coverage_on_left_out_sources(covered, residuals):
@@ -51,7 +51,7 @@ def test_coverage_on_left_out_sources(covered, residuals):
 
 
 def test_residuals_are_those_of_the_shipped_runs(residuals):
-    """The residuals file describes today's validation runs (rerun `python -m objectives.fit --cross-validate`
+    """The residuals file describes today's validation runs (rerun `python -m objectives.fitting.fit --cross-validate`
     after changing training_runs.csv or the model)."""
     runs = load_runs()
     assert sorted(residuals["run_id"]) == sorted(runs["run_id"]), f"stale residuals: run {REGENERATE}"
@@ -65,7 +65,7 @@ def test_residuals_are_those_of_the_shipped_runs(residuals):
 
 
 def test_shipped_parameters_derive_from_the_residuals(residuals):
-    """catalog/intervals.json is `python -m objectives.interval_fit` of the residuals file."""
+    """catalog/intervals.json is `python -m objectives.fitting.interval_fit` of the residuals file."""
     shipped = json.loads(INTERVAL_PATH.read_text())
     derived = interval_fit.derive(residuals)
     for key in ("intercept", "moe", "kappa", "d_cap"):
@@ -173,12 +173,12 @@ def test_a_published_run_is_on_validated_ground():
 
 
 def test_the_upper_bound_stops_at_the_gemm_roofline():
-    """MFU (causal attention counted) never exceeds the GPU's measured large-GEMM efficiency (objectives.steptime):
+    """MFU (causal attention counted) never exceeds the GPU's measured large-GEMM efficiency (objectives.training.steptime):
     H100's is 0.802 in bf16 (gpus.yaml, ml-engineering MAMF). Llama 3 8B on 64 H100s as the model puts it, and
     the same columns with its MFU set to 0.75: the interval's upper factor (about 1.2) would take it to 0.9, so
     it stops at 0.802 / 0.75 = 1.0693, mfu_hi = 0.802, and every fast bound takes the same factor."""
-    from objectives.intervals import Intervals
     from objectives.pipeline import MODELS, prepare, run_models
+    from objectives.training.intervals import Intervals
 
     table = dict(model="llama3-8b", gpu="h100-sxm", n_gpus=64, global_batch=128, seq_len=8192, tp=[2, 2], pp=1,
                  micro_batch=1, precision="bf16", train_tokens=1e12)

@@ -1,7 +1,9 @@
-"""The engine's layout: every module of ``dse`` belongs to a stage of ``dse.STAGES`` and imports only
-from its own stage or an earlier one (read from the source with ``ast``, lazy imports inside functions
-included, nothing imported); no module is over 400 lines; Optuna's private names appear in one module,
-``dse/study/internals.py``, which says why each is needed."""
+"""The layout of both packages: every module of ``dse`` belongs to a stage of ``dse.STAGES`` and every module
+of ``objectives`` to one of ``objectives.STAGES``, and imports only from its own stage or an earlier one (read
+from the source with ``ast``, lazy imports inside functions included, nothing imported); no module of
+``objectives`` imports the package's API (its ``__init__``, which imports them all); no module is over 400
+lines; Optuna's private names appear in one module, ``dse/study/internals.py``, which says why each is
+needed."""
 
 from __future__ import annotations
 
@@ -11,9 +13,13 @@ from pathlib import Path
 import pytest
 
 import dse
+import objectives
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dse"
+#: package -> (its stages, the stage index of the package's own ``__init__``): dse's holds its version and
+#: stage table (before every stage), objectives' is the models' API, importing every stage (after them all)
+LAYOUTS = {"dse": (dse.STAGES, -1), "objectives": (objectives.STAGES, len(objectives.STAGES))}
 MAX_LINES = 400
 INTERNALS = PACKAGE / "study" / "internals.py"
 #: attributes of Optuna's objects that are not its public API (``trial._trial_id``, ``study._storage``, ...)
@@ -24,10 +30,10 @@ OPTUNA_PRIVATE = {"_storage", "_study_id", "_trial_id", "_thread_local", "_popul
                   "_all_grids", "_n_min_trials"}
 
 
-def modules() -> dict[str, Path]:
-    """Module name -> file, for every module of the package."""
+def modules(package: str = "dse") -> dict[str, Path]:
+    """Module name -> file, for every module of ``package``."""
     out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted((ROOT / package).rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -36,18 +42,25 @@ def modules() -> dict[str, Path]:
 
 
 def stage_of(module: str) -> int | None:
-    """The index in ``dse.STAGES`` of the stage that holds ``module`` (None: no stage declares it).
-    The package itself (``dse``: its version and this table) comes before every stage."""
-    if module == "dse":
-        return -1
-    for i, (_, prefixes) in enumerate(dse.STAGES):
+    """The index in its package's stage table of the stage that holds ``module`` (None: no stage declares it;
+    the package itself: the index LAYOUTS gives its ``__init__``)."""
+    package = module.split(".")[0]
+    if package not in LAYOUTS:
+        return None
+    stages, own = LAYOUTS[package]
+    if module == package:
+        return own
+    for i, (_, prefixes) in enumerate(stages):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return i
     return None
 
 
 def imports(path: Path, module: str) -> list[tuple[int, str]]:
-    """(line, module) of every ``dse`` module that ``path`` imports, wherever the import statement is."""
+    """(line, module) of every module of the same package that ``path`` imports, wherever the import statement
+    is. ``from objectives import catalog`` imports the module objectives.catalog, not the package's API."""
+    package = module.split(".")[0]
+    known = modules(package)
     is_package = path.name == "__init__.py"
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -60,23 +73,28 @@ def imports(path: Path, module: str) -> list[tuple[int, str]]:
                 name = ".".join(base + ([node.module] if node.module else []))
             else:
                 name = node.module or ""
-            out.append((node.lineno, name))
-            # `from dse import sweep` imports the module dse.sweep
-            out += [(node.lineno, f"{name}.{a.name}") for a in node.names if f"{name}.{a.name}" in modules()]
-    return [(line, name) for line, name in out if name == "dse" or name.startswith("dse.")]
+            submodules = [f"{name}.{a.name}" for a in node.names if f"{name}.{a.name}" in known]
+            if len(submodules) < len(node.names):  # a name defined in the module itself
+                out.append((node.lineno, name))
+            out += [(node.lineno, m) for m in submodules]
+    return [(line, name) for line, name in out if name == package or name.startswith(package + ".")]
 
 
-def test_every_module_belongs_to_a_stage():
-    missing = [m for m in modules() if stage_of(m) is None]
-    assert not missing, f"declare the stage of {missing} in dse.STAGES (dse/__init__.py)"
+@pytest.mark.parametrize("package", sorted(LAYOUTS))
+def test_every_module_belongs_to_a_stage(package):
+    missing = [m for m in modules(package) if stage_of(m) is None]
+    assert not missing, f"declare the stage of {missing} in {package}.STAGES ({package}/__init__.py)"
 
 
-def test_no_module_imports_one_downstream_of_it():
-    """The stages in order: spec, space, problem, study, cluster, store, report, sweep, then the command
-    line; the first import of a later stage fails the test with its line."""
-    names = [name for name, _ in dse.STAGES]
+@pytest.mark.parametrize("package", sorted(LAYOUTS))
+def test_no_module_imports_one_downstream_of_it(package):
+    """dse's stages in order: spec, space, problem, study, cluster, store, report, sweep, then the command
+    line; objectives': core, training, economics, assembly, fitting, serving, then the API. The first import
+    of a later stage fails the test with its line."""
+    stages, own = LAYOUTS[package]
+    names = [name for name, _ in stages] + ["API (the package's __init__)"]
     back = []
-    for module, path in modules().items():
+    for module, path in modules(package).items():
         mine = stage_of(module)
         for line, target in imports(path, module):
             theirs = stage_of(target)
@@ -87,16 +105,24 @@ def test_no_module_imports_one_downstream_of_it():
 
 
 def test_the_walk_sees_a_back_edge(tmp_path):
-    """The check itself: a store module importing the sweep, or the spec importing the study, is caught."""
+    """The check itself: a store module importing the sweep, or the spec importing the study, is caught; a
+    training module importing the pipeline, or one importing the objectives API, is caught, while
+    ``from objectives import catalog`` is not an import of the API."""
     store, spec = stage_of("dse.store.front"), stage_of("dse.spec.parse")
     assert stage_of("dse.sweep.loop") > store and stage_of("dse.study") > spec
     fake = tmp_path / "front.py"
     fake.write_text("def f():\n    from dse.sweep import run\n    from ..study import Searcher\n")
     found = imports(fake, "dse.store.front")
     assert (2, "dse.sweep") in found and (3, "dse.study") in found
+    compute = stage_of("objectives.training.compute")
+    assert stage_of("objectives.pipeline") > compute and stage_of("objectives") > stage_of("objectives.serving.step")
+    fake.write_text("from objectives import catalog\nfrom objectives import evaluate\nfrom ..pipeline import prepare\n")
+    found = imports(fake, "objectives.training.compute")
+    assert found == [(1, "objectives.catalog"), (2, "objectives"), (3, "objectives.pipeline")]
 
 
-@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", sorted([*PACKAGE.rglob("*.py"), *(ROOT / "objectives").rglob("*.py")]),
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_is_over_400_lines(path):
     n = len(path.read_text().splitlines())
     assert n <= MAX_LINES, f"{path.relative_to(ROOT)} has {n} lines (at most {MAX_LINES}): split it by concept"

@@ -13,7 +13,7 @@ import pytest
 import objectives
 from objectives.calibration import Calibration
 from objectives.pipeline import MODELS, prepare
-from objectives.steptime import StepTime
+from objectives.training.steptime import StepTime
 
 
 def _design_table():

@@ -1,5 +1,5 @@
 """The recommendation's sentence on owning against renting (dse/report/owning.py), from the break-even columns
-of objectives.breakeven."""
+of objectives.economics.breakeven."""
 
 import numpy as np
 import pandas as pd

@@ -1,11 +1,11 @@
-"""Power at training load (objectives/power.py), checked by hand on a 1,024-H100 cluster."""
+"""Power at training load (objectives/economics/power.py), checked by hand on a 1,024-H100 cluster."""
 
 import numpy as np
 import pytest
 
 import objectives
 from objectives.calibration import Calibration
-from objectives.power import Power
+from objectives.economics.power import Power
 
 # 1,024 H100 on 400G InfiniBand (k = 64, 1:1): 2 tiers, 32 leaf + 16 spine = 48 switches, 2,048 cables.
 DESIGN = dict(model="llama3-70b", gpu="h100-sxm", n_gpus=1024, global_batch=1024, seq_len=8192, tp=8, pp=4,

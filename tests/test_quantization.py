@@ -1,10 +1,10 @@
-"""The quantization recipes' traffic (objectives/quantization.py) against hand derivations."""
+"""The quantization recipes' traffic (objectives/training/quantization.py) against hand derivations."""
 
 import numpy as np
 import pytest
 
 import objectives
-from objectives import quantization as q
+from objectives.training import quantization as q
 
 
 def _eval(**row):

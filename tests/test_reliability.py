@@ -1,4 +1,4 @@
-"""Failures and goodput (objectives/reliability.py), checked by hand against the Llama 3 figures and
+"""Failures and goodput (objectives/training/reliability.py), checked by hand against the Llama 3 figures and
 Young/Daly."""
 
 import math
@@ -9,9 +9,9 @@ from conftest import evaluate_405b
 
 from objectives.calibration import Calibration
 from objectives.catalog import SPOT_FIELDS
-from objectives.checkpoint import daly_interval_s, young_interval_s
 from objectives.pipeline import DEFAULTS
-from objectives.reliability import Reliability, daly_goodput
+from objectives.training.checkpoint import daly_interval_s, young_interval_s
+from objectives.training.reliability import Reliability, daly_goodput
 
 _eval = evaluate_405b
 
@@ -81,7 +81,7 @@ def test_planned_stops_and_async_lag():
     # planned stops every M_p = 451,780 x 3,600 / 16,384 = 99,267 s cost R + delta = 722 s each
     mp = 451780.0 * 3600 / 16384
     assert planned["goodput"][0] == pytest.approx(plain["goodput"][0] * mp / (mp + 647.0 + 75.0))
-    # asynchronous: a 6 s stall, every 362 s (objectives.checkpoint), but each failure also loses the 75 s
+    # asynchronous: a 6 s stall, every 362 s (objectives.training.checkpoint), but each failure also loses the 75 s
     # write lag; still far better than stalling 75 s
     asyn = Reliability()(_cols(ckpt_stall_s=6.0, ckpt_lag_s=75.0, ckpt_interval_s=362.0), Calibration.load())
     m = 50677.0 * 3600 / 16384

@@ -151,7 +151,7 @@ def test_charts_survive_values_far_outside_physics():
 
 
 def test_sweep_keeps_the_intervals_and_the_page_draws_them(run_dir):
-    """Every trial part carries the 80% intervals (objectives.intervals); the front's whiskers and the table's
+    """Every trial part carries the 80% intervals (objectives.training.intervals); the front's whiskers and the table's
     intervals come from them."""
     parts = sorted((run_dir / "trials").glob("*.parquet"))
     assert parts

@@ -121,7 +121,7 @@ def test_cpx_prefill_search_keeps_tp_in_its_domain_and_a_given_tp_takes_the_nic(
     assert out["feasible"][0] and out["prefill_tp"][0] == 1  # a CPX's NVLink domain is one GPU
     given = run(gpu="vera-rubin-nvl72", prefill_gpu="rubin-cpx", prefill_server_usd_per_gpu=25_000.0, n_gpus=2, tp=2,
                 prefill_n_gpus=2, prefill_tp=[1, 2], prefill_pp=[2, 1])
-    # tp 2 on two CPX: the all-reduces over the NICs (objectives.collectives), slower than two pipeline stages'
+    # tp 2 on two CPX: the all-reduces over the NICs (objectives.training.collectives), slower than two pipeline stages'
     # sends; the row is honest about it rather than refused
     assert given["feasible"].all()
     assert given["step_time_mixed_s"][1] > given["step_time_mixed_s"][0] / 2

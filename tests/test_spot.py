@@ -1,4 +1,4 @@
-"""Spot preemption (objectives/preemption.py, objectives/reliability.py): a preemptible spot row is also
+"""Spot preemption (objectives/training/preemption.py, objectives/training/reliability.py): a preemptible spot row is also
 preempted, n_nodes times as often as one node, each preemption costing a restart, the re-acquisition of the
 capacity and the work since the last durable checkpoint; an AWS Capacity Block is reserved and changes only
 the price. Hand-derived with Daly (2006) and checked against the catalog's measured figures."""
@@ -12,9 +12,9 @@ import objectives
 from objectives import catalog
 from objectives.calibration import Calibration
 from objectives.catalog.instances import PRICINGS, providers
-from objectives.checkpoint import daly_interval_s
 from objectives.pipeline import DEFAULTS
-from objectives.reliability import Reliability
+from objectives.training.checkpoint import daly_interval_s
+from objectives.training.reliability import Reliability
 
 LOST = ("lost_ckpt_frac", "lost_rework_frac", "lost_restart_frac", "lost_preempt_frac", "lost_planned_frac")
 

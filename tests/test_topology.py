@@ -1,4 +1,4 @@
-"""Network topology (objectives/topology.py) and the network catalog, checked by hand.
+"""Network topology (objectives/training/topology.py) and the network catalog, checked by hand.
 
 Fat-tree sizing (hardware-catalog 2.4): radix k, d = k/2 ports down at 1:1; one tier holds k endpoints,
 two k*d, three k*(k/2)*d. Counts against NVIDIA's DGX SuperPOD B200 table (S44).
@@ -15,7 +15,7 @@ import objectives
 from objectives import catalog
 from objectives.calibration import Calibration
 from objectives.pipeline import prepare
-from objectives.topology import down_ports, fat_tree, fat_tree_capacity
+from objectives.training.topology import down_ports, fat_tree, fat_tree_capacity
 
 CATALOG = Path(catalog.__file__).parent
 

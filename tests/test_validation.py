@@ -11,7 +11,7 @@ and B300 rows, containers 25.09-26.08, where the same row moved up to 1.4x betwe
 
 import pytest
 
-from objectives.validation import load_runs, predict, summarize
+from objectives.fitting.validation import load_runs, predict, summarize
 
 
 @pytest.fixture(scope="module")

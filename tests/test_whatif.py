@@ -15,8 +15,8 @@ from dse.report.data import load_run
 from dse.report.whatif import parse_vary, whatif
 from dse.spec import load_spec
 from dse.sweep import run
-from objectives.capital import capital_recovery_factor
-from objectives.cost import DAYS_PER_YEAR
+from objectives.economics.capital import capital_recovery_factor
+from objectives.economics.cost import DAYS_PER_YEAR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def test_break_even_price_of_doubled_nvlink_by_hand(small):
     """Doubling scale-up bandwidth on each front design, the break-even server price by hand.
 
     An owned design's run cost depends on its server price P only through the servers' calendar cost over
-    the run (objectives.cost): n_gpus x P x (CRF(r, Y) + u) x years / busy, CRF the capital recovery factor at
+    the run (objectives.economics.cost): n_gpus x P x (CRF(r, Y) + u) x years / busy, CRF the capital recovery factor at
     cost of capital r over the servers' life Y (residual 0), u the upkeep per year, busy the utilization. So
     at the changed hardware's run length years_1, the price at which it costs what the design costs today
     (C_0) is P* = P + (C_0 - C_1) x busy / (n_gpus x (CRF + u) x years_1); with r 0.10, Y 5: CRF 0.263797."""

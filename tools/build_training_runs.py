@@ -146,7 +146,7 @@ def map_precision(p: str) -> str:
 
 
 def map_fp8_recipe(p: str, key: str) -> str:
-    """The fp8 scaling recipe a row ran (objectives/quantization.py says what each costs); blank off fp8.
+    """The fp8 scaling recipe a row ran (objectives/training/quantization.py says what each costs); blank off fp8.
 
     Megatron-Bridge names it (FP8-CS current scaling, FP8-MX / MXFP8 32-element blocks, blockwise 128x128 /
     1x128); its plain "FP8" (containers 26.02-26.06) and 25.09's inferred per-tensor primary are its

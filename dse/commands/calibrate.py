@@ -6,8 +6,8 @@ seq_len / n_gpus), or a Megatron-LM / NeMo training log (a ``log`` column naming
 RUNS, or ``--log ROW=PATH`` with ROW the row's ``run_id``, or its number from 1 where the table has none),
 whose steady iterations' median step time is the measurement (dse.train_logs).
 
-The factors the runs inform are refitted (objectives.own_runs: the bounded least squares of
-``python -m objectives.fit``, from the shipped calibration; ``--factors`` names the ones it may move), each
+The factors the runs inform are refitted (objectives.fitting.own_runs: the bounded least squares of
+``python -m objectives.fitting.fit``, from the shipped calibration; ``--factors`` names the ones it may move), each
 run is predicted again leaving it out (each fold refitted), and the file written holds the factors, what was
 fitted, the runs file's name and sha256, the date, the per-run residuals and the prediction intervals
 derived from them. ``dse evaluate --calibration``, ``dse validate --calibration`` and a space's
@@ -62,7 +62,7 @@ def _sha256(path: str | Path) -> str:
 
 
 def _factors(text: str | None) -> list[str] | None:
-    from objectives.fit import BOX, label
+    from objectives.fitting.fit import BOX, label
 
     if text is None:
         return None
@@ -77,7 +77,7 @@ def _factors(text: str | None) -> list[str] | None:
 def _logs(runs, args) -> list[dict]:
     """Each log's steady step time into the row's measured_step_time_s; what was read, for the provenance."""
     from dse.train_logs import read_log
-    from objectives.own_runs import MEASURED, STEP_TIME
+    from objectives.fitting.own_runs import MEASURED, STEP_TIME
 
     wanted = {}  # row -> (path, where)
     base = Path(args.runs).parent
@@ -117,7 +117,7 @@ def _err(pred, meas) -> str:
 
 
 def _print(c, names) -> None:
-    from objectives.fit import BOX, label
+    from objectives.fitting.fit import BOX, label
 
     m = c.runs["measured_tokens_per_s_per_gpu"].to_numpy(dtype=float)
     before = c.before["predicted_tokens_per_s_per_gpu"].to_numpy(dtype=float)
@@ -148,8 +148,8 @@ def _print(c, names) -> None:
 def run(args) -> int:
     import dse
     import objectives
-    from objectives.intervals import INTERVAL_PATH, load_params
-    from objectives.own_runs import calibrate, record
+    from objectives.fitting.own_runs import calibrate, record
+    from objectives.training.intervals import INTERVAL_PATH, load_params
 
     runs = read_table(args.runs)
     if runs.empty:

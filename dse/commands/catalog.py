@@ -91,7 +91,7 @@ def _flat(entry) -> dict:
 
 
 def _models() -> dict[str, dict]:
-    """Every model's architecture numbers and its parameters counted by objectives.transformer."""
+    """Every model's architecture numbers and its parameters counted by objectives.training.transformer."""
     import numpy as np
 
     import objectives

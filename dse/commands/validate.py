@@ -6,10 +6,10 @@ sources). Prints, per source and overall, predicted against measured tokens/s pe
 absolute percentage error, and the coverage of the 80% prediction intervals on left-out sources: the
 share of each source's runs whose measurement falls inside the interval derived without that source
 (from the stored leave-one-source-out residuals, objectives/catalog/loso_residuals.csv; see
-objectives.interval_fit), with the median half-width. Then the in-sample error per GPU generation and per
+objectives.fitting.interval_fit), with the median half-width. Then the in-sample error per GPU generation and per
 GPU within Megatron-Bridge, and the held-out coverage per generation (per GPU for a generation validated by
 one source): intervals derived without the run's source, and, from the leave-one-generation-out residuals
-(objectives/catalog/logo_residuals.csv, objectives.generation_check), the runs predicted without their
+(objectives/catalog/logo_residuals.csv, objectives.fitting.generation_check), the runs predicted without their
 generation inside intervals derived without it and inside the shipped, generation-widened ones.
 ``--out`` writes the per-row table.
 """
@@ -42,11 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _coverage() -> str:
     """The 80% intervals' coverage on left-out sources, and per generation (with the leave-one-generation-out
     residuals where they are stored), from the stored residuals (no refit)."""
-    from objectives.interval_fit import (
+    from objectives.fitting.coverage import coverage_text, generation_coverage_text
+    from objectives.fitting.interval_fit import (
         LOGO_RESIDUALS_PATH,
         RESIDUALS_PATH,
-        coverage_text,
-        generation_coverage_text,
         read_generation_residuals,
         read_residuals,
     )
@@ -60,7 +59,7 @@ def _coverage() -> str:
 
 def _error_table(title: str, keys, result) -> list[str]:
     """Per value of ``keys`` (a Series aligned with ``result``): runs, sources, MAPE, worst, bias (in-sample)."""
-    from objectives.validation import source_of
+    from objectives.fitting.validation import source_of
 
     g = result.groupby(keys.to_numpy(), sort=False)
     head = f"{title:<12} {'runs':>5} {'sources':>7} {'MAPE':>7} {'worst':>7} {'bias':>7}"
@@ -78,8 +77,8 @@ def _generation_errors(result) -> str:
     import numpy as np
     import pandas as pd
 
-    from objectives.intervals import GENERATIONS, generation
-    from objectives.validation import source_of
+    from objectives.fitting.validation import source_of
+    from objectives.training.intervals import GENERATIONS, generation
 
     code = generation(result["model_gpu_fp8_tflop_s"].to_numpy(dtype=np.float64),
                       result["model_gpu_fp4_tflop_s"].to_numpy(dtype=np.float64)).astype(int)
@@ -100,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_serving(args)
     from dse.commands.calibrate import load_calibration
-    from objectives.validation import RUNS_PATH, predict, source_of, summarize  # pandas: only this command
+    from objectives.fitting.validation import RUNS_PATH, predict, source_of, summarize  # pandas: only this command
 
     cal = load_calibration(getattr(args, "calibration", None))
     path = args.csv or str(RUNS_PATH)

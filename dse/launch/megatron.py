@@ -11,7 +11,7 @@ names the version and source of each):
   pipeline_stage;
 - micro_batch, global_batch, seq_len -> train.micro_batch_size, train.global_batch_size, dataset.seq_length;
 - recompute: none -> recompute_granularity None; selective -> 'selective' with recompute_modules
-  ['core_attn'] (and 'mla_up_proj' on an MLA model: objectives/memory.py recomputes its up projections);
+  ['core_attn'] (and 'mla_up_proj' on an MLA model: objectives/training/memory.py recomputes its up projections);
   full -> 'full', recompute_method 'uniform', recompute_num_layers 1 (every layer);
 - sequence_parallel -> model.sequence_parallel (only where tp > 1: Megatron-Core needs a TP group);
 - zero_stage: 0 plain DDP; 1 the distributed optimizer (ddp. and optimizer.use_distributed_optimizer);
@@ -43,13 +43,13 @@ FP8_RECIPES = {
 
 
 def _fp8_recipe(row) -> str:
-    """The design's fp8 recipe; blank: the model's default for its GPU (objectives.quantization)."""
+    """The design's fp8 recipe; blank: the model's default for its GPU (objectives.training.quantization)."""
     recipe = label(row, "fp8_recipe")
     if recipe is None:
         import numpy as np
 
-        from objectives.quantization import default_fp8_recipe
         from objectives.table import CATEGORIES
+        from objectives.training.quantization import default_fp8_recipe
 
         fp4 = float(row.get("gpu_fp4_tflop_s", 0.0) or 0.0)
         recipe = CATEGORIES["fp8_recipe"][int(default_fp8_recipe(np.array([fp4]))[0])]

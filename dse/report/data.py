@@ -137,7 +137,7 @@ def load_runs(roots: Sequence[str | Path]) -> list[Run]:
 
 
 def interval_of(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The 80% interval (lo, hi) of ``metric`` in ``frame`` (objectives.intervals: ``<metric>_lo`` / ``_hi``),
+    """The 80% interval (lo, hi) of ``metric`` in ``frame`` (objectives.training.intervals: ``<metric>_lo`` / ``_hi``),
     or None where the metric has none (an exact figure, or a run scored before intervals existed)."""
     lo, hi = f"{metric}_lo", f"{metric}_hi"
     if lo not in frame or hi not in frame:

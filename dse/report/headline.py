@@ -4,7 +4,7 @@ summary and the terminal say.
 "Recommended: 4,096 × gb200, owned, fp8, dp 1,024 × tp 4 × pp 1, ZeRO-1: time to train 12.8 days (80%
 interval 7.73–20.8 days) and run cost $3.7M (80% interval $2.9M–$4.6M)." The GPU (or the cloud
 instance that rents it) and its count, owned or rented, the precision and the mapping, then each objective
-with its 80% interval (objectives.intervals) in the units of dse.report.display; where the first
+with its 80% interval (objectives.training.intervals) in the units of dse.report.display; where the first
 objective's interval stands on thin ground (dse.report.sureness), a caveat sentence beside it.
 """
 

@@ -1,4 +1,4 @@
-"""Owning against renting in one sentence, for an owned design (objectives.breakeven, objectives.capital).
+"""Owning against renting in one sentence, for an owned design (objectives.economics.breakeven, objectives.economics.capital).
 
 "owning beats renting coreweave-gb200-nvl72 on demand ($10.50 per GPU-hour) above 23% utilization, or after
 0.9 years of full use; at the assumed 80% utilization and 10% cost of capital an owned GPU-hour costs $3.06"."""

@@ -113,7 +113,7 @@ def front_panels(runs: list[Run], fac: Facets | None = None, recs: list[Recommen
            for xn, yn in pairs]
     legend = fac.legends(runs, [s["colour"] for s in series_of])
     bars = any(interval_of(runs[0].front, m) is not None for m in names)
-    note = ("; whiskers: the front designs' 80% prediction intervals (objectives.intervals); orange ring: a tie, "
+    note = ("; whiskers: the front designs' 80% prediction intervals (objectives.training.intervals); orange ring: a tie, "
             "its intervals overlap another front design's on every objective") if bars else ""
     return (f'<div class="facets by-{fac.default}">{legend}<p class="note">large: Pareto front; small: dominated; grey: '
             f'infeasible or outside the constraints; black ring: the recommended design; hover a point for its design '
@@ -310,7 +310,7 @@ def page(runs: list[Run], ranked: pd.DataFrame, sens: pd.DataFrame, title: str |
 {whatif_section(runs)}
 <h2 id="front">Pareto front</h2>{front_panels(runs, fac, recs)}{views}
 <h2 id="table">Front designs</h2><p class="note">Each design is named by the axes that vary across the front{shared}; &#9733;: the recommended design. Click a column to sort. Grey: the 80% prediction interval
-(objectives.intervals: the model's error on published runs it was not fitted to, wider for a stack, GPU generation
+(objectives.training.intervals: the model's error on published runs it was not fitted to, wider for a stack, GPU generation
 or MoE it is less sure of and for designs far from every validated run). "tie with": front designs whose
 intervals overlap this one's on every objective; the published evidence cannot order them. Two designs on one
 stack and GPU share much of their error, so the intervals overstate how uncertain their order is. Near-twins,

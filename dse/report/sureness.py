@@ -1,6 +1,6 @@
 """How sure the model is of a recommended design: its 80% interval, and where the interval is wide, why.
 
-The interval and the distance come from objectives.intervals (the columns ``<metric>_lo`` / ``_hi``,
+The interval and the distance come from objectives.training.intervals (the columns ``<metric>_lo`` / ``_hi``,
 ``interval_half_width_frac``, ``validated_distance_oct``, ``interval_extrapolated``); the generation's
 widening from the shipped interval parameters (``scale.generation``)."""
 
@@ -72,7 +72,7 @@ def sureness(metric: str, row: pd.Series, amount: Callable[[str, float], str]) -
 
 def generation_widening(row: pd.Series) -> float:
     """The shipped intervals' widening of the design's GPU generation (1 where the row or the file lacks it)."""
-    from objectives.intervals import generation, load_params
+    from objectives.training.intervals import generation, load_params
 
     fp8, fp4 = row.get("gpu_fp8_tflop_s"), row.get("gpu_fp4_tflop_s")
     if fp8 is None or fp4 is None:

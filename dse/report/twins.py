@@ -16,7 +16,7 @@ import pandas as pd
 __all__ = ["TWIN_TOLERANCE", "twin_groups", "is_twin", "twin_note"]
 
 #: two designs within this share of each other on every objective are one choice: 0.5% is 20-100x narrower
-#: than the model's 80% intervals (objectives.intervals: +-10% to +-60%) and below what a buyer would
+#: than the model's 80% intervals (objectives.training.intervals: +-10% to +-60%) and below what a buyer would
 #: trade a storage tier or a fabric for; what tells the twins apart is said in their row
 TWIN_TOLERANCE = 0.005
 

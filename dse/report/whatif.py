@@ -6,7 +6,7 @@ call (:func:`dse.report.sensitivity.default_score`: the training model's mapping
 model's): the design as the sweep scored it, the design with the field at the value, and the same with both
 prices (``server_usd_per_gpu`` and ``cloud_usd_per_gpu_hr``) raised by :data:`PRICE_STEP`. An owned
 design's run cost is affine in its server price (capital recovered as an annuity of the price, upkeep a
-fraction of it; objectives.cost), a rented one's in its GPU-hour price (whole instances for the run's
+fraction of it; objectives.economics.cost), a rented one's in its GPU-hour price (whole instances for the run's
 hours), and a serving design's cost per token likewise, so the step gives the cost's slope in the price
 exactly and the *break-even price* follows: the price per GPU (owned) or per GPU-hour (rented) at which the
 changed hardware costs the run what the design does today,
@@ -14,7 +14,7 @@ changed hardware costs the run what the design does today,
     break_even = price x (1 + PRICE_STEP x (C_base - C_new) / (C_new,stepped - C_new))
 
 (``C``: run_cost_usd, or usd_per_mtok_out for a serving run). A change that costs money itself (a scale-up
-domain beyond the system's pays for NVLink switches, objectives.topology) is in ``C_new``. The worth is
+domain beyond the system's pays for NVLink switches, objectives.training.topology) is in ``C_new``. The worth is
 ``C_base - C_new`` at today's price; the break-even price less today's is what a co-design review
 negotiates with: the most a buyer could pay per GPU for the change and still break even on the run.
 """

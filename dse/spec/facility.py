@@ -1,17 +1,17 @@
 """A space's facility: its power (``facility_mw``) and rack-density limit (``rack_kw_max``), top-level keys.
 
-    facility_mw: 100      # MW the site is built for: IT at its maximum x PUE (objectives/facility.py)
+    facility_mw: 100      # MW the site is built for: IT at its maximum x PUE (objectives/economics/facility.py)
     rack_kw_max: 130      # kW one rack may draw
 
 Each is a finite number > 0 (facility_mw at most :data:`MAX_FACILITY_MW`, rack_kw_max at most
 :data:`MAX_RACK_KW`); anything else is one line naming the file and the key, exit 2. Every design table of
 the space carries them as its ``facility_mw`` and ``rack_kw_max`` columns, which the model holds each owned
-design to (``con_facility_mw``, ``con_rack_kw``; objectives/facility.py). They are given here, not under
+design to (``con_facility_mw``, ``con_rack_kw``; objectives/economics/facility.py). They are given here, not under
 ``workload`` or ``cluster``, because the budget also shapes the GPU count the search proposes:
 
 - ``n_gpus`` left out: the count follows from the power. The candidates are, for each GPU system (and each
   choice of the fabric, storage and the other columns the facility's peak depends on), the largest count of
-  whole servers or racks whose peak, fabric and storage included, fits (objectives.facility
+  whole servers or racks whose peak, fabric and storage included, fits (objectives.economics.facility
   ``largest_fitting_gpus``): the largest cluster of each kind the facility holds; and beside each, the largest
   counts below it of the form m x 2^k (m = 1, 3, 5, 7), which a data x tensor x pipeline split of a
   power-of-two batch can fill where the largest count, odd factors and all, has no mapping (the last
@@ -111,8 +111,8 @@ def _bounded_gpu_counts(ck, workload, dims: list[Dimension], limits) -> list[Dim
 def _fitting_counts(workload, dims: Sequence[Dimension], limits) -> list[int]:
     """The largest count of whole servers or racks that fits the budget, for each kind of design the space
     holds (its columns the facility's peak reads), distinct, > 0, ascending; [] where the model takes none."""
-    from objectives.facility import largest_fitting_gpus
     from objectives.pipeline import DESIGN_MODELS, ECONOMICS_MODELS
+    from objectives.sizing import largest_fitting_gpus
 
     upto = [type(m).__name__ for m in ECONOMICS_MODELS].index("Facility") + 1  # the peak and the modules it reads
     reads = {c for m in (*DESIGN_MODELS, *ECONOMICS_MODELS[:upto]) for c in m.requires} | set(_ID_COLUMNS)
@@ -144,5 +144,5 @@ def _splittable(fit: int) -> set[int]:
     """``fit`` and the largest counts at most it of the form m x 2^k (m = 1, 3, 5, 7): a count with many odd
     factors (598 GB200 racks are 43,056 = 2^4 x 3^2 x 13 x 23 GPUs) has no data x tensor x pipeline split of a
     power-of-two batch, and 40,960 = 5 x 2^13 of its GPUs has (dp 1024, tp 8, pp 5), the last rack's other
-    GPUs idle (billed whole: objectives.rental n_gpus_billed)."""
+    GPUs idle (billed whole: objectives.economics.rental n_gpus_billed)."""
     return {fit} | {m << (fit // m).bit_length() - 1 for m in _ODD_FACTORS if fit >= m}

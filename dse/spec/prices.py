@@ -147,7 +147,7 @@ def price_column(table: Mapping[str, Any], overrides: Mapping[str, Mapping], n: 
 
 def rental_quote_column(table: Mapping[str, Any], overrides: Mapping[str, Mapping], n: int) -> np.ndarray | None:
     """Each design's ``rental_usd_per_gpu_hr``, the rental an owned design is weighed against
-    (objectives.breakeven): the file's quote for its ``gpu`` where it gives one, else NaN (the model's choice:
+    (objectives.economics.breakeven): the file's quote for its ``gpu`` where it gives one, else NaN (the model's choice:
     the cheapest published offer); None where the file quotes no GPU."""
     quotes = overrides.get("gpus", {})
     if not quotes:

@@ -9,7 +9,7 @@ GPUs are systems: each ``gpus.yaml`` entry is the GPU as sold in one platform (`
 8-GPU server, a GB200/GB300 NVL72 rack), which fixes its NVLink domain (``scaleup_size``), its NIC
 (``nic_gbyte_s``), its price, power and, for liquid-cooled racks, its facility price per MW. A table that
 sets ``scaleup_size`` beyond the system's own asks a what-if: NVLink switches that extend the domain
-(priced by objectives.topology).
+(priced by objectives.training.topology).
 
 Networks: a row that names a network gets its fabric (switches, optics, NICs) and runs each GPU at
 min(system NIC, fabric port ``net_port_gbyte_s``), unless the table gives ``nic_gbyte_s``; its one NIC per GPU
@@ -346,7 +346,7 @@ def expand(cols: dict, distinct: dict | None = None) -> dict:
         fallback = out.get("cloud_usd_per_gpu_hr", np.nan)
         out["cloud_usd_per_gpu_hr"] = _rowwise(lambda code, p, f: np.where(code > 0, p, f), len(instance_price),
                                                cols["instance"], price, fallback)
-    if "gpu" in cols:  # the rental an owned design is weighed against (objectives.breakeven)
+    if "gpu" in cols:  # the rental an owned design is weighed against (objectives.economics.breakeven)
         out.update(rental_offers(cols["gpu"], cols.get("n_gpus"), out["cloud_usd_per_gpu_hr"],
                                  cols.get("rental_instance"), cols.get("rental_usd_per_gpu_hr")))
     out.update(_expand_network(cols, out))

@@ -6,13 +6,13 @@ after the announcement); ``value`` is the figure the model runs on. Of the figur
 on (:data:`RANGE_FIELDS`: the peak of each precision, HBM capacity and bandwidth, the scale-up and NIC
 bandwidths) the range reaches the design table as two columns per field, ``<field>_lo_frac`` and
 ``<field>_hi_frac`` (low / value and high / value, 1 where the field has no range), gathered from the
-catalog like the field itself (objectives.catalog.expand); objectives.intervals widens a design's 80%
+catalog like the field itself (objectives.catalog.expand); objectives.training.intervals widens a design's 80%
 interval by them. A row that gives the field itself (a what-if override, or a rented instance's own
 figure) fixes it: its fractions are 1 there.
 
 ``gpu_announced`` (1 / 0) marks a system that is announced and not shipped: its ``system`` field's
 confidence is ``announced``. No published run validates it, so a design on it is always extrapolated
-(objectives.intervals).
+(objectives.training.intervals).
 
 Confidence labels, weakest last in :data:`CONFIDENCE_ORDER`: ``meas`` measured, ``spec`` vendor datasheet,
 ``rep`` press or third party, ``rec`` recalled, ``announced`` a vendor's figure for a part not yet shipped

@@ -11,14 +11,14 @@ efficiency and extra per-message latency (``fabrics`` in instances.yaml, sourced
 instance, the provider's managed file system and object store per TB-month (where published; else
 storage.yaml's price), and ``cloud_usd_per_gpu_hr`` at the row's ``pricing`` (``on_demand``,
 ``reserved_1y``, ``reserved_3y``, ``spot``: spot, preemptible or AWS Capacity Block). A price the catalog
-does not have stays NaN: the row is infeasible with the reason "no published price" (objectives.rental),
+does not have stays NaN: the row is infeasible with the reason "no published price" (objectives.economics.rental),
 never priced by a number the source does not give. ``rental_max_gpus``: the largest cluster the provider
 advertises at that pricing (AWS Capacity Blocks: 256 instances; OCI and Azure zettascale fabrics), inf
 where none is stated; one instance's GPUs where the source publishes no cluster fabric at all (Lambda:
 ``one_instance``; objectives.reasons says so). ``preemptible``: 1 where the row's capacity can be reclaimed,
 ``pricing: spot`` on an instance whose ``spot_kind`` is ``spot`` (GCP, Azure, CoreWeave; an AWS Capacity
 Block is reserved, 0), with its provider's preemption figures (:data:`SPOT_FIELDS`, instances.yaml
-``providers``; objectives.reliability). Each published price has its kind (:data:`PRICE_KINDS`) and the date
+``providers``; objectives.training.reliability). Each published price has its kind (:data:`PRICE_KINDS`) and the date
 its source was read (``prices_read``; None: not stated); gpus.yaml's are market estimates (:data:`GPU_CLOUD_PRICE`).
 """
 

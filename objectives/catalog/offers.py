@@ -1,4 +1,4 @@
-"""The rental an owned design is weighed against (objectives.breakeven): ``rental_usd_per_gpu_hr`` and
+"""The rental an owned design is weighed against (objectives.economics.breakeven): ``rental_usd_per_gpu_hr`` and
 ``rental_instance``.
 
 By default the cheapest published on-demand offer of the design's GPU among the catalog's instances that

@@ -25,7 +25,7 @@ from objectives.base import Model
 from objectives.catalog import GPU_FIELDS, MODEL_FIELDS, NETWORK_FIELDS
 from objectives.catalog.instances import INSTANCE_FIELDS
 from objectives.table import Columns, factorize, is_constant
-from objectives.transformer import TransformerMath, TransformerParameters
+from objectives.training.transformer import TransformerMath, TransformerParameters
 
 __all__ = ["Designs", "PerDesign", "ServingParameters", "design_codes", "KEY_COLUMNS"]
 
@@ -63,7 +63,7 @@ class PerDesign(Model):
 
 
 class ServingParameters(PerDesign):
-    """The architecture's parameter counts (objectives.transformer.TransformerParameters), once per design."""
+    """The architecture's parameter counts (objectives.training.transformer.TransformerParameters), once per design."""
 
     requires = TransformerParameters.requires
     provides = TransformerParameters.provides

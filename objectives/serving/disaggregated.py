@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.collectives import Tiers
 from objectives.serving.memory import ServingMemory
 from objectives.serving.prefill_pool import PREFILL_GPU_COLUMNS
 from objectives.serving.step import StepModel
+from objectives.training.collectives import Tiers
 
 __all__ = ["PREFILL_MAPPING", "prefill_columns", "DisaggregatedPools"]
 

@@ -1,19 +1,19 @@
 """Serving economics: the deployment's power and cost per hour, and cost and energy per output token.
 
 A deployment is ``replicas_used`` instances of ``n_gpus`` GPUs. Its fabric is the rail-optimized fat tree of
-all its GPUs (objectives.topology, as for a training cluster), its power that of objectives.power (servers
+all its GPUs (objectives.training.topology, as for a training cluster), its power that of objectives.economics.power (servers
 at ``power_load_frac`` of their maximum, the fabric, PUE; the prices.yaml default is a training load, and a
-decode-bound server draws less: a row may set its own), and its cost per hour that of objectives.cost
+decode-bound server draws less: a row may set its own), and its cost per hour that of objectives.economics.cost
 (the same catalog prices and lives, per hour instead of per run; storage is left out, a model's weights
 being a rounding error beside the GPUs):
 
     owned: servers over server_years, fabric over network_years, facility (IT peak x facility_usd_per_mw)
            over facility_years, each a level annuity at cost_of_capital_frac (servers less their
-           residual_value_frac; objectives.capital), plus upkeep at upkeep_frac_per_year of servers and
+           residual_value_frac; objectives.economics.capital), plus upkeep at upkeep_frac_per_year of servers and
            fabric, per delivered hour at utilization_frac; energy at power_mw x electricity_usd_per_kwh
     cloud: GPUs x cloud_usd_per_gpu_hr (fabric, power and facility are in that price; a row renting an
            ``instance``, objectives/catalog/instances.yaml, pays its price at its ``pricing`` for whole
-           instances of ``instance_gpus``, as objectives.cost bills a training run)
+           instances of ``instance_gpus``, as objectives.economics.cost bills a training run)
 
 A disaggregated row whose prefill pool runs on another GPU (``prefill_gpu``, objectives/serving/prefill_pool.py)
 pays for its prefill GPUs as their own systems: their ``prefill_server_usd_per_gpu`` (and facility per MW
@@ -33,10 +33,10 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
-from objectives.capital import annual_capital_usd
-from objectives.cost import DAYS_PER_YEAR
+from objectives.economics.capital import annual_capital_usd
+from objectives.economics.cost import DAYS_PER_YEAR
 from objectives.serving.prefill_pool import PREFILL_GPU_COLUMNS
-from objectives.topology import Topology
+from objectives.training.topology import Topology
 
 __all__ = ["ServingEconomics", "HOURS_PER_YEAR"]
 
@@ -55,7 +55,8 @@ class ServingEconomics(Model):
         "utilization_frac", "residual_value_frac", "prefill_gpu_differs"} | {PREFILL_GPU_COLUMNS[f] for f in _PRICED}))
     provides = {
         "deployment_gpus": "count; GPUs of the deployment, n_gpus x replicas_used (+ prefill_gpus, disaggregated)",
-        "net_capex_usd": "USD; the deployment's scale-out fabric (objectives.topology), 0 where no traffic crosses an NVLink domain",
+        "net_capex_usd": ("USD; the deployment's scale-out fabric (objectives.training.topology), 0 where no traffic crosses "
+                          "an NVLink domain"),
         "power_it_mw": "MW; IT power of the deployment at load (GPUs, hosts, fabric)",
         "power_mw": "MW; facility power of the deployment at load, PUE x IT power",
         "capex_usd": "USD; purchase price of an owned deployment: servers, fabric, facility (0 rented)",

@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from objectives.intervals import GENERATIONS, generation
 from objectives.serving.engines import ServingCalibration
 from objectives.serving.evaluate import evaluate_serving
 from objectives.serving.validation import DESIGN_COLUMNS, predict
+from objectives.training.intervals import GENERATIONS, generation
 
 __all__ = ["RESIDUALS_PATH", "ARCHITECTURE", "architecture_groups", "engine_groups", "held_out", "residual_table",
            "write_residuals", "read_residuals"]

@@ -4,7 +4,7 @@
     python -m objectives.serving.interval_fit           # the derivation alone, from the stored residuals (seconds)
 
 Derivation (:func:`derive`; the interval's form is in objectives/serving/intervals.py), as training's
-(objectives/interval_fit.py) with the model architecture as the held-out unit (objectives/serving/heldout.py):
+(objectives/fitting/interval_fit.py) with the model architecture as the held-out unit (objectives/serving/heldout.py):
 
 1. Distances: each measurement's distance from the validated ranges of the *other* architectures (what a
    design of a model no measurement has sees), so that the widening per octave is learnt from real
@@ -43,8 +43,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from objectives import interval_derivation
-from objectives.interval_derivation import (
+from objectives.fitting import interval_derivation
+from objectives.fitting.interval_derivation import (
     FLOOR,
     RIDGE,
     band_quantiles,
@@ -53,12 +53,12 @@ from objectives.interval_derivation import (
     weighted_quantile,
     write_params,
 )
-from objectives.intervals import GENERATIONS
-from objectives.intervals import INTERVAL_PATH as TRAINING_INTERVALS
 from objectives.serving.engines import ENGINES
 from objectives.serving.heldout import RESIDUALS_PATH, read_residuals
 from objectives.serving.intervals import FEATURES, INTERVAL_PATH, LEVEL, feature_octaves, log_sigma, range_distance
 from objectives.table import CATEGORIES
+from objectives.training.intervals import GENERATIONS
+from objectives.training.intervals import INTERVAL_PATH as TRAINING_INTERVALS
 
 __all__ = ["RIDGE", "columns", "ground_of", "heldout_distances", "fit_scale", "derive", "write_params", "bands", "nested",
            "coverage", "coverage_text", "main"]
@@ -103,7 +103,7 @@ def heldout_distances(res: pd.DataFrame, by: str = "group") -> np.ndarray:
 
 
 def fit_scale(res: pd.DataFrame, dist: np.ndarray, ridge: float = RIDGE) -> dict:
-    """Step 2 of the derivation (module doc): objectives.interval_derivation.fit_log_scale."""
+    """Step 2 of the derivation (module doc): objectives.fitting.interval_derivation.fit_log_scale."""
     c = columns(res)
     x = np.column_stack([np.ones(len(res)), np.eye(len(ENGINES))[c["engine"].astype(int)], c["moe"], c["attn_dp_on"],
                          c["mla"], dist])

@@ -1,6 +1,6 @@
 """80% prediction intervals of the serving model's throughput, latencies and cost per token.
 
-The form is training's (objectives/intervals.py: split-conformal with a fitted spread, Lei et al. 2018
+The form is training's (objectives/training/intervals.py: split-conformal with a fitted spread, Lei et al. 2018
 Sec. 5.2; leave-one-group-out calibration residuals as in the jackknife+, Barber et al. 2021), its
 residuals the serving model's on published measurements it was not fitted to
 (``python -m objectives.serving.fit --cross-validate``: each measurement predicted by factors fitted without
@@ -23,7 +23,7 @@ parameters derived from them by objectives/serving/interval_fit.py (``catalog/se
   NVLink domain. A value between two validated ones counts as validated (the same physics interpolates; the
   concurrency's validated values are some 400 operating points that fill their range anyway); only
   extrapolation counts, which also makes the distance a clip per axis, not a search (training's nearest
-  validated value, objectives/intervals.py, costs a sorted lookup per axis and row).
+  validated value, objectives/training/intervals.py, costs a sorted lookup per axis and row).
   NVLink domain. ``kappa`` per octave is learnt from the held-out models' real distances up to ``d_cap``
   (the farthest a held-out measurement was; mostly model size, which dense models extrapolate cleanly, so
   it comes out near 0). Past d_cap the residuals say nothing: the interval widens at ``kappa_beyond``, the
@@ -61,9 +61,9 @@ import numpy as np
 
 from objectives.base import as_codes, lookup
 from objectives.columns import per_value
-from objectives.intervals import generation
 from objectives.serving.designs import PerDesign
 from objectives.table import is_constant
+from objectives.training.intervals import generation
 
 __all__ = ["ServingIntervals", "FEATURES", "INTERVAL_PATH", "LEVEL", "feature_octaves", "range_distance", "log_sigma",
            "load_params", "THROUGHPUT", "PER_TOKEN"]

@@ -1,7 +1,7 @@
 """Serving memory per GPU: weights by shard, the activation workspace, the KV cache and how many requests fit.
 
 Weights (the busiest pipeline stage: ceil(L / pp) layers, as many of them MoE and full-attention as it can
-hold, objectives.layout's rule for training): attention split over the ``tp`` ranks of an attention group
+hold, objectives.training.layout's rule for training): attention split over the ``tp`` ranks of an attention group
 (MLA's down projections replicated on each, Megatron-Core and TensorRT-LLM alike), dense feed-forward
 layers, shared experts and the router over tp (under attention data parallelism each group holds its own
 copy, as TensorRT-LLM's DeepSeek and Llama 4 models run their dense MLPs with ``overridden_tp_size``),
@@ -20,7 +20,7 @@ TensorRT-LLM and vLLM's hybrid allocator). A request reserves ISL + OSL tokens w
 guarantees no eviction (TensorRT-LLM GUARANTEED_NO_EVICT), and ISL + OSL/2 on average where pages come on
 demand (vLLM, SGLang).
 
-Capacity: HBM (its binary size, 80 GB = 80 GiB, as objectives.memory counts it) less the CUDA context and
+Capacity: HBM (its binary size, 80 GB = 80 GiB, as objectives.training.memory counts it) less the CUDA context and
 NCCL buffers (``hbm_reserved_gb``), the weights and the activation workspace, times the engine's KV share
 (objectives.serving.engines; ``kv_mem_frac`` overrides it). The workspace is one step of the token budget
 through the widest layer (the residual stream and norms, 4h, and the gate and up outputs, 2F/tp, in 16
@@ -34,10 +34,10 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import as_codes, lookup, select
-from objectives.memory import GIB_PER_GB
 from objectives.serving.designs import PerDesign
 from objectives.serving.engines import engine_trait
 from objectives.table import is_constant
+from objectives.training.memory import GIB_PER_GB
 
 __all__ = ["ServingMemory", "BYTES_PER_VALUE", "stage_layers", "kv_bytes_per_token_layer"]
 

@@ -19,7 +19,7 @@ What reads them: the prefill instance's step and memory (objectives/serving/disa
 attention efficiencies, memory bandwidth and capacity, scale-up domain and bandwidth, host); its mapping
 search (objectives/serving/prefill_search.py: tp inside the *prefill* GPU's NVLink domain, so tp 1 on a
 Rubin CPX, whose domain is one GPU; a tp the row gives beyond it runs its all-reduces over the NICs,
-objectives.collectives.Tiers, the path a CPX has: PCIe Gen6 to its ConnectX-9, X41); the KV transfer, over
+objectives.training.collectives.Tiers, the path a CPX has: PCIe Gen6 to its ConnectX-9, X41); the KV transfer, over
 the scale-out NICs at the slower side's speed, never NVLink (two GPU types share no NVLink domain: a
 Rubin CPX has none, X41, and NVLink domains of one system hold one GPU type, gpus.yaml ``system``); and the
 economics (objectives/serving/economics.py: the prefill GPUs priced and powered as their own systems).
@@ -29,7 +29,7 @@ prefill GPU other than its own (it has no prefill pool: ``serving: disaggregated
 made here, rather than ignoring the cell, so that a sweep never shows an aggregated design labelled with a
 GPU it does not pay for); 2 the engine does not run on the prefill GPU's vendor; 3 the prefill GPU has no
 tensor cores for the precision or no format for the KV precision; 4 no published price for it (owned: its
-``server_usd_per_gpu``; rented: its ``cloud_usd_per_gpu_hr``: objectives/rental.py's con_price 1 and 2, a
+``server_usd_per_gpu``; rented: its ``cloud_usd_per_gpu_hr``: objectives/economics/rental.py's con_price 1 and 2, a
 price file may quote one, dse/spec/prices.py); 5 no published power (neither ``server_w_per_gpu`` nor
 ``gpu_tdp_w``; rental.py's con_price 3). Codes 4 and 5 are checked only on an announced prefill GPU, as
 rental.py checks them.

@@ -30,7 +30,7 @@ def coded_text(parts: list) -> np.ndarray:
     """One string per row, the concatenation of ``parts``: text, or (column, how) with ``how`` a format spec or
     a tuple of names (the column holds their codes). Each column's distinct values are formatted once, with
     the text before them (and the last with the text after it), so a row costs one concatenation per column
-    but the first, not one per part (objectives.divisibility.join_text)."""
+    but the first, not one per part (objectives.training.divisibility.join_text)."""
     pieces, text = [], ""
     for part in parts:
         if isinstance(part, str):

@@ -8,7 +8,7 @@ deployment on an 8-GPU instance 8 replicas, a 2-GPU one 4, a 16-GPU one 1 (two w
 one 2 (6 of the 8 GPUs; 2 idle). The bill is the same; the tokens grow with the replicas. Where the row
 fixes ``replicas`` it keeps them and pays for the whole instances all the same: ``billed_idle_gpus`` (GPUs
 paid for but serving nothing, objectives/serving/economics.py, beside the bill) says how many. Owned rows pay for their GPUs alone
-(0 idle here; a vendor's whole servers are objectives.rental's concern for training).
+(0 idle here; a vendor's whole servers are objectives.economics.rental's concern for training).
 
 Disaggregated rows round their decode + prefill total: k decode instances of n GPUs need j = ceil(k x
 ratio) prefill instances of p GPUs (objectives/serving/disaggregated.py, ``ratio`` prefill instances per

@@ -22,13 +22,13 @@ same per operator, inference-measurements.md 2.5), and the classes add:
   over the latent, kv_lora_rank + qk_rope_dim for QK and kv_lora_rank for V, which makes MLA decode
   attention compute-bound where GQA's is bandwidth-bound.
 - Prefill attention, compute-bound, causal: each prefill token attends ISL/2 keys on average (a window's
-  W - W^2/2s in a sliding layer; objectives.transformer.attended_keys), over the unabsorbed per-head widths,
+  W - W^2/2s in a sliding layer; objectives.training.transformer.attended_keys), over the unabsorbed per-head widths,
   at the GPU's flash-attention efficiency (gpus.yaml ``gpu_attn_eff_fa3``, FlashAttention-3 / cuDNN class)
   x ``gemm_eff_scale``; the KV written for every new token through HBM.
 - Communication, not overlapped (decode steps have nothing to hide it behind): two all-reduces per layer
   over tp of the group's tokens x h in 16 bits (after attention and after the feed-forward, Megatron-style
   tensor parallelism; latency-bound in decode: ``allreduce_latency_s`` each, plus the ring's bandwidth
-  term, objectives.collectives); under attention data parallelism, per MoE layer, an all-gather of every
+  term, objectives.training.collectives); under attention data parallelism, per MoE layer, an all-gather of every
   group's tokens to every GPU and a reduce-scatter of the outputs (the engines' default), or with
   ``moe_all_to_all`` an all-to-all dispatch and combine of the top-k copies of each token (DeepEP;
   dispatch in fp8 where the weights are fp8 or fp4, combine in bf16: DeepSeek-V3 Sec. 3.3; GShard,
@@ -58,11 +58,11 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import as_codes, lookup, select
-from objectives.collectives import Tiers, all_reduce_terms, all_to_all_terms, p2p_terms, reduce_scatter_terms
 from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
 from objectives.serving.latency import latency_design, latency_step
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
-from objectives.transformer import attended_keys
+from objectives.training.collectives import Tiers, all_reduce_terms, all_to_all_terms, p2p_terms, reduce_scatter_terms
+from objectives.training.transformer import attended_keys
 
 __all__ = ["StepModel", "step_design", "experts_touched", "STEP_COLUMNS", "IMBALANCE_MAX"]
 
@@ -135,7 +135,7 @@ def step_design(c, cal) -> dict[str, np.ndarray]:
 
     # --- GEMM classes (objectives.serving.memory for the shards): seconds per step of the weights read,
     # and per token of FLOPs, each GEMM's at its narrowest width's share of the rate (x d / (d +
-    # gemm_n_half), the training calibration's: objectives/compute.py)
+    # gemm_n_half), the training calibration's: objectives/training/compute.py)
     repl = c["params_attn_replicated_layer"]
     attn = (c["params_attn_layer"] - repl) / t + repl
     shared = (c["params_ffn_layer"] - c["params_expert_layer"]) / t
@@ -194,13 +194,13 @@ def step_design(c, cal) -> dict[str, np.ndarray]:
     # multi-query attention on the 5th-generation tensor cores (tech blog 3, "FP8 KV Cache": "both Q and
     # KV are quantized to FP8, and FP8 MQA is used"; "Attention Kernels Optimization": 2-CTA MMA of
     # Blackwell): its math at the fp8 GEMM rate over bf16's. Blackwell is told by its FP4 tensor cores
-    # (objectives.intervals.generation does the same); Hopper, other engines and bf16 caches in bf16
+    # (objectives.training.intervals.generation does the same); Hopper, other engines and bf16 caches in bf16
     fp8_mqa = mla & (as_codes(c["kv_precision"]) == 1) & (engine == 0) & (c["gpu_fp4_tflop_s"] > 0)
     rate_dec = rate_attn * np.where(fp8_mqa, rate8 / rate16, 1.0)
     dec_flop = 2.0 * heads * dec_dims  # FLOPs per cached token read (x keys / rate_dec: StepModel)
     pre_flop = 2.0 * heads * (c["attn_qk_dim"] + c["attn_v_dim"])  # per attended key (x pre_keys / rate_attn)
 
-    # --- communication (objectives.collectives; latency the serving all-reduce's), linear in the group's
+    # --- communication (objectives.training.collectives; latency the serving all-reduce's), linear in the group's
     # tokens: comm0 + comm1 x tokens
     tiers = Tiers(size=c["scaleup_size"], bw_up=c["scaleup_gbyte_s"] * 1e9 * cal.base.scaleup_eff,
                   bw_out=c["nic_gbyte_s"] * 1e9 * cal.base.scaleout_eff * c["net_eff_rel"],
@@ -283,7 +283,7 @@ class StepModel:
         self.d = c["attn_dp"]
         self.half = cal.gemm_rows_half  # a GEMM of M rows runs at M / (M + gemm_rows_half) of its rate
         # attention over the request's context: decode reads every decoding request's KV (its mean context,
-        # a window at most in a windowed layer), prefill attends ISL/2 keys a token (objectives.transformer)
+        # a window at most in a windowed layer), prefill attends ISL/2 keys a token (objectives.training.transformer)
         isl, osl = c["input_len"], c["output_len"]
         # prefix caching: the prefill computes only the prompt's uncached suffix, (1 - h) ISL tokens
         # (TensorRT-LLM KV cache reuse, enable_block_reuse; vLLM automatic prefix caching; SGLang

@@ -6,7 +6,7 @@ the design's GPU in the instance catalog (objectives/catalog/instances.yaml), el
 (gpus.yaml ``cloud_usd_per_gpu_hr``); a space may name its own (a quote, a reservation).
 
 Per GPU-hour (the standard build-vs-rent comparison: owned cost per *delivered* hour against the rented hour;
-objectives.capital): owning costs K / u + E at utilization u, where K is the calendar cost of a GPU-hour at
+objectives.economics.capital): owning costs K / u + E at utilization u, where K is the calendar cost of a GPU-hour at
 full use (capital annuity and upkeep, ``owned_usd_per_gpu_hr`` less energy, times ``utilization_frac``) and E
 its energy. Against a rental R it wins above u* = K / (R - E), ``breakeven_utilization_frac`` (above 1: owning
 never wins; inf: the rental costs less than the energy). ``breakeven_years``: the simple payback of the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
-from objectives.cost import HOURS_PER_YEAR
+from objectives.economics.cost import HOURS_PER_YEAR
 
 __all__ = ["Breakeven"]
 

@@ -7,15 +7,15 @@ S72 Epoch; measured 0.66-0.82 of the DGX H100 maximum, S49/S77) of that on avera
 TDP at the same fraction, the host's (CPUs, memory, fans, NICs) the rest.
 
 Fabric and storage draw their full figure (switches, optics and disks run near constant power;
-``net_power_w`` from objectives.topology, ``storage_power_w`` from objectives.checkpoint). The facility
+``net_power_w`` from objectives.training.topology, ``storage_power_w`` from objectives.training.checkpoint). The facility
 adds cooling and power distribution: power_mw = PUE x IT power (``pue`` 1.25, S72/S73).
 
 Two powers, named once: ``power_mw``, the average a facility draws at training load (what energy is billed
-on: ``energy_mwh``, objectives.cost), and ``facility_power_peak_mw``, the peak it is built for: every server
+on: ``energy_mwh``, objectives.economics.cost), and ``facility_power_peak_mw``, the peak it is built for: every server
 at its maximum (the vendor's system power, or ``server_to_gpu_tdp`` x TDP) plus fabric and storage, x PUE
 (S72/S73) -- the figure a site's power limit bounds; sized on the whole servers or racks bought
-(``n_gpus_billed``, objectives.rental: a rack's supply is built for all its GPUs). ``power_it_peak_mw`` is that peak before PUE (the IT
-load the facility is priced by, objectives.cost).
+(``n_gpus_billed``, objectives.economics.rental: a rack's supply is built for all its GPUs).
+``power_it_peak_mw`` is that peak before PUE (the IT load the facility is priced by, objectives.economics.cost).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A runs table is a design table plus a measurement per row (``measured_tokens_per_s_per_gpu``, or
 ``measured_step_time_s`` converted with the row's global_batch x seq_len / n_gpus). :func:`calibrate`
-refits the factors the runs inform with the bounded least squares of :mod:`objectives.fit`, started from
-the shipped calibration (``start``); :func:`objectives.fit.plan` decides which factors the runs inform, and
+refits the factors the runs inform with the bounded least squares of :mod:`objectives.fitting.fit`, started from
+the shipped calibration (``start``); :func:`objectives.fitting.fit.plan` decides which factors the runs inform, and
 those they do not stay at the shipped values. Every row weighs the same (one source), or every source the
 same where the table has a ``source_key`` column.
 
@@ -12,13 +12,13 @@ where the table names three or more sources), every fold refitted from the shipp
 warm-started at the full fit.
 
 Intervals (:func:`interval_params`), for designs under the new calibration: the shipped form and
-parameters (objectives.intervals), with
+parameters (objectives.training.intervals), with
 
 - the validated ground extended by the runs' values on each axis, on their stack: a design like one of the
   runs is on validated ground;
 - the scale multiplied by c = exp(w log m), m = mean over the runs of |held-out log ratio| / sigma_i, sigma_i
   the shipped scale at the run's distance from the shipped ground and the *other* runs (a Laplace scale's
-  maximum-likelihood factor, as objectives.interval_fit fits it), shrunk toward 1 by w = n / (n + N0) with
+  maximum-likelihood factor, as objectives.fitting.interval_fit fits it), shrunk toward 1 by w = n / (n + N0) with
   :data:`N0` = 5 runs. With a few runs the shipped residuals of the published runs decide (a handful of
   runs says little about a scale: the relative sd of m is about 1/sqrt(n)), with many the cluster's own.
   The quantiles z_10, z_90 stay the shipped ones.
@@ -33,11 +33,11 @@ import numpy as np
 import pandas as pd
 
 from objectives.calibration import STACKS, Calibration
-from objectives.fit import BOX, Fit, fit_factors, held_out, label, plan
-from objectives.interval_derivation import FLOOR
-from objectives.intervals import FEATURES, distance_oct, feature_octaves, generation, ground_keys, log_band
+from objectives.fitting.fit import BOX, Fit, fit_factors, held_out, label, plan
+from objectives.fitting.interval_derivation import FLOOR
+from objectives.fitting.validation import predict, source_of
 from objectives.table import CATEGORIES, InputError
-from objectives.validation import predict, source_of
+from objectives.training.intervals import FEATURES, distance_oct, feature_octaves, generation, ground_keys, log_band
 
 __all__ = ["N0", "MEASURED", "STEP_TIME", "measured_tokens", "Calibrated", "calibrate", "interval_params", "record"]
 
@@ -81,7 +81,7 @@ def measured_tokens(runs: pd.DataFrame, seq_len: np.ndarray) -> np.ndarray:
 class Calibrated(NamedTuple):
     fit: Fit
     runs: pd.DataFrame  # the runs with their measured tokens/s per GPU
-    before: pd.DataFrame  # predicted with the shipped calibration (objectives.validation.predict)
+    before: pd.DataFrame  # predicted with the shipped calibration (objectives.fitting.validation.predict)
     after: pd.DataFrame  # with the new one
     held_out: pd.DataFrame | None  # each run predicted by factors fitted without it (row order)
     folds: str  # "run" or "source"
@@ -97,7 +97,7 @@ def _codes(values, name: str) -> np.ndarray:
 
 
 def _features(result: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """(each axis of objectives.intervals in octaves, the stack code, MoE 0/1) of predicted runs."""
+    """(each axis of objectives.training.intervals in octaves, the stack code, MoE 0/1) of predicted runs."""
     c = {name: result[f"model_{name}"].to_numpy(dtype=np.float64)
          for name in FEATURES if name not in ("n_gpus", "cp", "precision", "generation")}
     c["n_gpus"] = result["n_gpus"].to_numpy(dtype=np.float64)
@@ -138,7 +138,7 @@ def interval_params(base: dict, result: pd.DataFrame, log_ratio: np.ndarray) -> 
     params["ground"] = _ground(base["ground"], octaves, stack, np.ones(n, dtype=bool))
     params["own_runs"] = {"runs": n, "mean_abs_log_ratio_over_sigma": ratio, "shrinkage_weight": w,
                           "scale_factor": float(np.exp(w * np.log(ratio))), "n0": N0,
-                          "derivation": "objectives/own_runs.py (module doc)"}
+                          "derivation": "objectives/fitting/own_runs.py (module doc)"}
     params["command"] = "dse calibrate"
     return params, pd.DataFrame({"distance_oct": dist, "sigma_shipped": sigma})
 

@@ -14,7 +14,7 @@ MFU = model FLOPs per second per GPU / dense peak at the run's precision (Korthi
 Chowdhery et al. 2022, App. B); model FLOPs exclude recomputation. ``mfu`` counts the causal half of the
 attention scores (Megatron-LM and Megatron-Bridge today; never above the GPU's GEMM efficiency),
 ``mfu_full_attn`` all of them (Narayanan et al., NeMo 24.x, MosaicML: compare with those sources'
-published MFU); objectives.transformer.
+published MFU); objectives.training.transformer.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class StepTime(Model):
         tp, cp, ep = c["time_tp_comm_mb_s"], c["time_cp_comm_mb_s"], c["time_ep_comm_mb_s"]
         t_mb = mb + tp + cp + ep
         # the optimizer updates the GPU's shard: dense parameters over dp x cp, expert ones over the expert
-        # data-parallel group dp x cp x tp / (ep x etp) (as objectives.memory shards them)
+        # data-parallel group dp x cp x tp / (ep x etp) (as objectives.training.memory shards them)
         expert = c["params_expert_per_gpu"]
         dense_shard = c["dp"] * c["cp"]
         expert_shard = dense_shard * c["tp"] / (c["ep"] * c["etp"])

@@ -1,4 +1,4 @@
-"""What the training and the serving interval derivations share (objectives/interval_fit.py,
+"""What the training and the serving interval derivations share (objectives/fitting/interval_fit.py,
 objectives/serving/interval_fit.py): the weights of the held-out residuals, the Laplace fit of their log
 scale, the weighted quantile of the standardized residuals, the parameters file and the command line.
 

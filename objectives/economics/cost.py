@@ -3,15 +3,15 @@
 Three figures, named once:
 
 - ``capex_usd``: the purchase price of an owned cluster as designed (0 for a rented one): whole servers
-  or racks (``n_gpus_billed``, objectives.rental) at ``server_usd_per_gpu`` (gpus.yaml, quoted without the
+  or racks (``n_gpus_billed``, objectives.economics.rental) at ``server_usd_per_gpu`` (gpus.yaml, quoted without the
   scale-out NIC: HGX H100 ~$310k / 8, S47; DGX B200 ~$515k / 8, S65; GB200 NVL72 ~$3.1M / 72, S66), the fabric
-  (``net_capex_usd``, objectives.topology), storage (``storage_capex_usd``, objectives.checkpoint) and the
+  (``net_capex_usd``, objectives.training.topology), storage (``storage_capex_usd``, objectives.training.checkpoint) and the
   facility, built for the IT equipment's maximum power at ``facility_usd_per_mw`` ($10.7M per MW of IT, CBRE
   via S68).
 - ``run_cost_usd``: the training run's cost over ``time_to_train_days`` (failures included,
-  objectives.reliability), the sum of the ``run_cost_*_usd`` breakdown. Owned: each asset's capital
+  objectives.training.reliability), the sum of the ``run_cost_*_usd`` breakdown. Owned: each asset's capital
   recovered as a level annuity over its life at ``cost_of_capital_frac`` (servers ``server_years`` 5,
-  network 5, storage 5, facility 14; objectives.capital), the servers less ``residual_value_frac`` of their
+  network 5, storage 5, facility 14; objectives.economics.capital), the servers less ``residual_value_frac`` of their
   price resold at the end, and upkeep at ``upkeep_frac_per_year`` of the hardware's price (4-8% a year, X11): these accrue
   by the calendar, so a cluster doing paid work ``utilization_frac`` of its hours charges the run's hours
   1 / utilization_frac of them (the idle hours are paid by the busy ones); energy is the run's own, PUE x IT
@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model, lookup
-from objectives.capital import annual_capital_usd
+from objectives.economics.capital import annual_capital_usd
 
 __all__ = ["Cost", "DAYS_PER_YEAR"]
 
@@ -88,14 +88,14 @@ class Cost(Model):
         n = c["n_gpus"]
         days = c["time_to_train_days"]
         years = days / DAYS_PER_YEAR
-        billed = c["n_gpus_billed"]  # whole instances rented, whole servers or racks owned (objectives.rental)
+        billed = c["n_gpus_billed"]  # whole instances rented, whole servers or racks owned (objectives.economics.rental)
         servers = billed * c["server_usd_per_gpu"]  # what is bought
         share = n * c["server_usd_per_gpu"]  # what the run uses: the rest of a rack serves other work
         facility = c["power_it_peak_mw"] * c["facility_usd_per_mw"]
         rate, busy = c["cost_of_capital_frac"], c["utilization_frac"]
 
         def owned(price, life_years, resale_frac=0.0):
-            """An asset's calendar cost over the run (capital annuity + upkeep), per delivered hour (objectives.capital)."""
+            """An asset's calendar cost over the run (capital annuity + upkeep), per delivered hour (objectives.economics.capital)."""
             per_year = annual_capital_usd(price, rate, life_years, resale_frac) + c["upkeep_frac_per_year"] * price
             return per_year * years / busy
 

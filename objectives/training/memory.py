@@ -2,7 +2,7 @@
 
 Model states (Rajbhandari et al., SC'20, Sec. 3.1 and 5; Megatron-Core distributed optimizer docs, the
 table of bytes per parameter): 16-bit weights (2 bytes; fp8 or fp4 where the stack keeps them so,
-objectives.quantization.param_bytes), gradients, and the fp32 master weights and Adam moments (12), in the
+objectives.training.quantization.param_bytes), gradients, and the fp32 master weights and Adam moments (12), in the
 stack's precision (calibration.TRAITS ``grad_bytes``, ``optimizer_bytes``): where
 gradients are accumulated and reduced in fp32 (Megatron-Core for bf16 models, FSDP with an fp32
 ``reduce_dtype``) they take 4 bytes, 6 + 12/d per parameter under the distributed optimizer; 16-bit
@@ -49,7 +49,7 @@ are dense parameters (split over tp, sharded over dp x cp), its routed experts e
 Windowed attention changes no activation: flash attention stores no scores, and unfused attention masks a
 full s x s.
 
-Models mixing layer kinds are costed on the busiest stage (objectives/layout.py): its MoE layers'
+Models mixing layer kinds are costed on the busiest stage (objectives/training/layout.py): its MoE layers'
 parameters and its dense layers', and the mean of its layers' activations per layer in flight.
 Full recompute keeps only each layer's 2·s·b·h input (divided by t with sequence parallelism) plus one
 layer's activations, without stored scores, while it is recomputed. A pipeline stage holds L/p layers for min(p, m) micro-batches
@@ -64,11 +64,11 @@ import numpy as np
 
 from objectives.base import Model, lookup
 from objectives.calibration import trait
-from objectives.quantization import param_bytes
+from objectives.training.quantization import param_bytes
 
 __all__ = ["Memory", "GEMM_INPUT_BYTES"]
 
-#: the weights' bytes are the precision's where the stack keeps them in it (objectives.quantization.param_bytes),
+#: the weights' bytes are the precision's where the stack keeps them in it (objectives.training.quantization.param_bytes),
 #: the gradients' and optimizer states' the stack's (calibration.TRAITS grad_bytes, optimizer_bytes)
 #: bytes of a GEMM input saved for the backward, by precision (bf16, fp8, fp4): Transformer Engine keeps
 #: the quantized copy (the scales of fp4 blocks, 1 byte per 16 values, are left out)
@@ -130,7 +130,7 @@ class Memory(Model):
             return per_param * np.where(z >= from_stage, sharded, whole)
 
         grad_bytes = lookup(_GRAD_BYTES, c["stack"])
-        # 16-bit weights, or fp8 / fp4 ones where the stack keeps them so (objectives.quantization.param_bytes);
+        # 16-bit weights, or fp8 / fp4 ones where the stack keeps them so (objectives.training.quantization.param_bytes);
         # FSDP's ZeRO-3 shard is the fp32 master copy (in the optimizer's bytes), gathered cast to 16 bits
         w_bytes = param_bytes(c["precision"], c["fp8_recipe"], lookup(_LOW_PARAMS, c["stack"]), c["gpu_fp4_tflop_s"])
         weights = state_bytes(w_bytes, 3) * ((z < 3) | (lookup(_FP32_SHARDS, c["stack"]) == 0))

@@ -24,7 +24,7 @@ Volumes (16-bit activations; gradients in the stack's precision):
   NVLink domain steps at its cross-domain hop (``collectives.ring_hop_s``); a recomputed attention core
   (full recompute; selective on unfused stacks) passes K and V around again.
 - Expert parallelism (Lepikhin et al. 2021, GShard): per MoE layer of the busiest stage
-  (objectives.layout; dense layers and shared experts dispatch nothing) an all-to-all dispatch and combine of
+  (objectives.training.layout; dense layers and shared experts dispatch nothing) an all-to-all dispatch and combine of
   top-k copies of each token (node-limited routing, ``moe_max_nodes``: at most that many copies cross the
   fabric, collectives.routed_all_to_all_s) in the forward, and again in the backward, and in the recomputed forward of
   full recompute (6 instead of 4). Stacks that overlap it (Megatron-Core's EP A2A overlap,
@@ -43,7 +43,7 @@ Volumes (16-bit activations; gradients in the stack's precision):
   model chunk's forward, exposing only what exceeds it.
 - Data parallelism (Narayanan Sec. 3.2; Megatron-Core distributed optimizer; Megatron-FSDP docs): the
   gradients in the stack's precision (fp32 where it accumulates and reduces them in fp32) are
-  reduce-scattered and the weights all-gathered as held, 16-bit or fp8 / fp4 (objectives.quantization
+  reduce-scattered and the weights all-gathered as held, 16-bit or fp8 / fp4 (objectives.training.quantization
   param_bytes; ZeRO-0: the gradients all-reduced). Dense
   parameters go over the dp x cp group, expert parameters over the expert data-parallel group. ZeRO-1
   does both once per step, ZeRO-2 reduce-scatters every micro-batch (and PyTorch FSDP's SHARD_GRAD_OP
@@ -65,7 +65,7 @@ import numpy as np
 
 from objectives.base import Model, as_codes, lookup
 from objectives.calibration import trait
-from objectives.collectives import (
+from objectives.training.collectives import (
     Tiers,
     all_reduce_s,
     p2p_s,
@@ -76,8 +76,8 @@ from objectives.collectives import (
     routed_all_to_all_s,
     split_tiers,
 )
-from objectives.quantization import param_bytes
-from objectives.topology import scaleout_bw, scaleout_latency_s
+from objectives.training.quantization import param_bytes
+from objectives.training.topology import scaleout_bw, scaleout_latency_s
 
 __all__ = ["Communication", "tiers_of", "ep_exposed_s"]
 
@@ -103,7 +103,7 @@ _FP32_SHARDS = trait("fp32_shards")
 def tiers_of(c, cal) -> Tiers:
     """Scale-up and scale-out bandwidth (bytes/s per GPU per direction) and latency of each row.
 
-    Scale-out comes from the fabric (``objectives.topology``): NIC rate x efficiency for ring collectives,
+    Scale-out comes from the fabric (``objectives.training.topology``): NIC rate x efficiency for ring collectives,
     divided by the oversubscription the job meets above the leaf for all-to-all and pipeline sends; the
     calibrated network latency plus the switch hops of a named network (none for a row that names no
     network, whose figures are those the model was calibrated with).
@@ -208,7 +208,7 @@ class Communication(Model):
             # one dispatch (or combine) of a layer, node-limited where the row says so (moe_max_nodes)
             one = routed_all_to_all_s(a2a_bytes, c["ep"], t, net, c["moe_topk"], c["moe_max_nodes"])
             fwd_a2a, bwd_a2a = 2.0 * one, (2.0 + 2.0 * full) * one  # the recomputed forward's with the backward
-            moe_layers = c["moe_layers_per_stage"]  # the busiest stage's MoE layers (objectives.layout)
+            moe_layers = c["moe_layers_per_stage"]  # the busiest stage's MoE layers (objectives.training.layout)
             ep = ep_exposed_s(fwd_a2a, bwd_a2a, c["time_layer_fwd_s"], c["time_layer_bwd_s"],
                               lookup(_EP_OVERLAP, stack) > 0, np.minimum(p, c["n_microbatches"]) / c["n_microbatches"])
             ep = np.where(routed, moe_layers * ep, 0.0)

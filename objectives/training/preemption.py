@@ -18,7 +18,7 @@ again, a job of fixed size waiting whole, as the traces' fleets did (X21 X22).
 
 Failures (rate lf, restart R) and preemptions (rate lp, restart R + D) are independent exponential kinds: the
 job is interrupted at lf + lp, and the restart term of Daly's exponent, R / M, becomes lf R + lp (R + D), an
-effective restart R + D lp / (lf + lp) (exact in that term; objectives.reliability, objectives.checkpoint).
+effective restart R + D lp / (lf + lp) (exact in that term; objectives.training.reliability, objectives.training.checkpoint).
 """
 
 from __future__ import annotations

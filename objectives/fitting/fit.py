@@ -1,12 +1,12 @@
 """Fit the model's few efficiency factors against the published runs, reproducibly.
 
-    python -m objectives.fit                    # writes objectives/calibration.json and prints the errors
-    python -m objectives.fit --cross-validate   # leave-one-source-out error (about 12 fits); writes the
+    python -m objectives.fitting.fit                    # writes objectives/calibration.json and prints the errors
+    python -m objectives.fitting.fit --cross-validate   # leave-one-source-out error (about 12 fits); writes the
                                                 # held-out residuals (catalog/loso_residuals.csv) and the
                                                 # prediction intervals derived from them (catalog/intervals.json)
-    python -m objectives.fit --hold-out-generation                   # leave one GPU generation out (3 fits):
-    python -m objectives.fit --cross-validate --hold-out-generation  # catalog/logo_residuals.csv, the intervals'
-                                                # per-generation widening (objectives.generation_check)
+    python -m objectives.fitting.fit --hold-out-generation                   # leave one GPU generation out (3 fits):
+    python -m objectives.fitting.fit --cross-validate --hold-out-generation  # catalog/logo_residuals.csv, the intervals'
+                                                # per-generation widening (objectives.fitting.generation_check)
 
 The residual of a run is log(predicted / measured tokens/s per GPU), weighted so that every source weighs
 the same (as in the validation's headline error). Trust-region least squares (scipy.optimize.least_squares,
@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from objectives.calibration import BOUNDS, CALIBRATION_PATH, FITTED, STACKS, Calibration
-from objectives.validation import RUNS_PATH, load_runs, predict, source_of, summarize
+from objectives.fitting.validation import RUNS_PATH, load_runs, predict, source_of, summarize
 
 __all__ = ["BOX", "INFORMS", "WELL_INFORMED_RUNS", "IDENTIFIED", "PRIOR_SD_LOG", "RUN_SD_LOG", "label", "source_weights",
            "log_errors", "residuals", "sensitivity", "Plan", "plan", "Fit", "fit_factors", "fit", "held_out", "hold_out_generations",
@@ -251,17 +251,17 @@ def held_out(runs, held: np.ndarray, start: Calibration | None = None, max_nfev:
 
 
 def hold_out_generations(runs, max_nfev: int, loso_path, residuals_path=None, command: str = "") -> pd.DataFrame:
-    """Leave one GPU generation out (objectives.generation_check): prints, per generation, the error of its
+    """Leave one GPU generation out (objectives.fitting.generation_check): prints, per generation, the error of its
     runs predicted by factors fitted on the other generations' runs and the coverage of the 80% intervals
     on them (derived from the other generations' leave-one-source-out residuals in ``loso_path``); writes
     the residuals to ``residuals_path``. Returns the per-generation table."""
-    from objectives import generation_check, interval_fit
+    from objectives.fitting import generation_check, interval_fit
 
     table, _ = generation_check.check(runs, interval_fit.read_residuals(loso_path), max_nfev, residuals_path, command)
     print(generation_check.generation_text(table))
     print("(each generation predicted by factors fitted without its runs; MAPE with each source weighing the same, "
           "then over rows; inside 80%: share inside the intervals derived without the generation, widened: with "
-          "the generation term of objectives.interval_fit)")
+          "the generation term of objectives.fitting.interval_fit)")
     if residuals_path:
         print(f"wrote {residuals_path}")
     return table
@@ -271,12 +271,12 @@ def cross_validate(runs, max_nfev: int, residuals_path=None, intervals_path=None
                    generation_residuals=None, hold_out: bool = False) -> int:
     """Out-of-sample error: each source predicted by factors fitted without it (:func:`held_out`). The
     held-out predictions' residuals go to ``residuals_path`` and the prediction intervals derived from
-    them to ``intervals_path`` (objectives.interval_fit), with the per-generation widening read from the
+    them to ``intervals_path`` (objectives.fitting.interval_fit), with the per-generation widening read from the
     leave-one-generation-out residuals ``generation_residuals`` (written first by
     :func:`hold_out_generations` where ``hold_out``; read as stored otherwise, where the file exists)."""
     from pathlib import Path
 
-    from objectives import interval_fit
+    from objectives.fitting import coverage, interval_fit
 
     sources = runs["source_key"].map(source_of)
     rows, predictions = [], []
@@ -304,15 +304,15 @@ def cross_validate(runs, max_nfev: int, residuals_path=None, intervals_path=None
         if intervals_path:
             params = interval_fit.derive(table, command=command, logo=logo)
             interval_fit.write_params(params, intervals_path)
-            print(interval_fit.coverage_text(table))
+            print(coverage.coverage_text(table))
             if logo is not None:
-                print(interval_fit.generation_coverage_text(table, logo))
+                print(coverage.generation_coverage_text(table, logo))
             print(f"wrote {intervals_path}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m objectives.fit", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m objectives.fitting.fit", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default=str(RUNS_PATH))
     ap.add_argument("--max-nfev", type=int, default=400)
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                          "'-' writes none)")
     ap.add_argument("--hold-out-generation", action="store_true",
                     help="leave one GPU generation out: fit on the other generations' runs, report the held-out "
-                         "generation's error and interval coverage (objectives.generation_check); with "
+                         "generation's error and interval coverage (objectives.fitting.generation_check); with "
                          "--cross-validate, after it")
     ap.add_argument("--generation-residuals", default=None,
                     help="with --hold-out-generation: where its residuals go (default: catalog/logo_residuals.csv; "
@@ -336,19 +336,19 @@ def main(argv: list[str] | None = None) -> int:
     suffix = ("" if args.runs == str(RUNS_PATH) else f" --runs {args.runs}") \
         + ("" if args.max_nfev == 400 else f" --max-nfev {args.max_nfev}")
     if args.cross_validate or args.hold_out_generation:
-        from objectives.generation_check import LOGO_RESIDUALS_PATH
-        from objectives.interval_fit import RESIDUALS_PATH
-        from objectives.intervals import INTERVAL_PATH
+        from objectives.fitting.generation_check import LOGO_RESIDUALS_PATH
+        from objectives.fitting.interval_fit import RESIDUALS_PATH
+        from objectives.training.intervals import INTERVAL_PATH
 
 
         residuals = None if args.residuals == "-" else (args.residuals or str(RESIDUALS_PATH))
         logo = None if args.generation_residuals == "-" else (args.generation_residuals or str(LOGO_RESIDUALS_PATH))
         if not args.cross_validate:  # the check alone, against the stored leave-one-source-out residuals
             hold_out_generations(runs, args.max_nfev, args.residuals or str(RESIDUALS_PATH), logo,
-                                 "python -m objectives.fit --hold-out-generation" + suffix)
+                                 "python -m objectives.fitting.fit --hold-out-generation" + suffix)
             return 0
         return cross_validate(runs, args.max_nfev, residuals, residuals and (args.intervals or str(INTERVAL_PATH)),
-                              "python -m objectives.fit --cross-validate" + suffix
+                              "python -m objectives.fitting.fit --cross-validate" + suffix
                               + (" --hold-out-generation" if args.hold_out_generation else ""),
                               generation_residuals=logo, hold_out=args.hold_out_generation)
     t0 = time.perf_counter()
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "mape_row_weighted": s.mape_row_weighted,
         "mape_paper": s.mape_paper,
         "worst_source": [s.worst_source, s.worst_source_mape],
-        "command": "python -m objectives.fit",
+        "command": "python -m objectives.fitting.fit",
     }
     with open(args.out, "w") as fh:
         json.dump(record, fh, indent=2)

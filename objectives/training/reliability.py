@@ -7,10 +7,10 @@ a job of n GPUs is interrupted n times as often: a 16,384-GPU job every 50,677/1
 and every 2.78 h counting planned stops (the report's 466 in 54 days). Epoch's H100 MTBF of 50,000 hours
 (S61) agrees.
 
-Checkpoint interval: ``ckpt_interval_s`` from objectives.checkpoint (Young 1974 / Daly 2006, S100, or a
+Checkpoint interval: ``ckpt_interval_s`` from objectives.training.checkpoint (Young 1974 / Daly 2006, S100, or a
 fixed ``ckpt_every_s``; never under three checkpoint writes nor one training step).
 
-Spot preemption (objectives.preemption): a preemptible row's job is also preempted, at lp =
+Spot preemption (objectives.training.preemption): a preemptible row's job is also preempted, at lp =
 nodes / ``spot_preempt_mtbi_h_per_node`` (per hour), each preemption costing a failure's restart and rework
 plus ``spot_reacquire_s`` (D), the wait for the lost capacity. Its M is 1 / (lf + lp) with lf = n_gpus /
 ``gpu_mtbi_h``, and its restart R + D lp / (lf + lp); lp = 0 on every other row.
@@ -31,7 +31,7 @@ These losses are apart from the step-time breakdown.
 The preemption figures are measured on fleets of 1 to 32 nodes; a job of hundreds or thousands lies far
 outside them, so ``goodput_preempt_min`` / ``_max`` are the goodput at the range's ends (the most frequent
 preemptions, ``_lo`` MTBI, with the slowest re-acquisition, ``spot_reacquire_s_hi``; and the reverse), the
-checkpoint interval held at the central figure's; objectives.intervals widens the time and cost intervals by
+checkpoint interval held at the central figure's; objectives.training.intervals widens the time and cost intervals by
 them. Where lp D >> 1 (a fleet whose nodes are preempted faster than it gets them back) the job is almost
 never whole and the goodput falls as e^(-lp D): the traces' own fleets were whole 21% of the time (32 nodes,
 X22).
@@ -52,7 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
-from objectives.preemption import PREEMPT_COLUMNS, job_preempt_rate_per_s
+from objectives.training.preemption import PREEMPT_COLUMNS, job_preempt_rate_per_s
 
 __all__ = ["Reliability", "daly_goodput"]
 

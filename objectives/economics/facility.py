@@ -3,12 +3,12 @@
 Two input columns, blank (NaN) where there is no limit:
 
 - ``facility_mw``: the power the facility is built for, in MW. A design fits where its
-  ``facility_power_peak_mw`` (objectives.power: every server or rack bought, ``n_gpus_billed``, at its
+  ``facility_power_peak_mw`` (objectives.economics.power: every server or rack bought, ``n_gpus_billed``, at its
   maximum power, plus the scale-out fabric and storage, x ``pue``, prices.yaml 1.25, S72/S73) is at most
   that: ``con_facility_mw`` = facility_power_peak_mw - facility_mw (MW, <= 0 within). The budget counts
-  whole servers or racks, because a rack's supply is built for all its GPUs (objectives.rental), and the
+  whole servers or racks, because a rack's supply is built for all its GPUs (objectives.economics.rental), and the
   fabric and storage, because the site powers them too (~100 W per GPU of switches and optics in
-  objectives.topology: 6-8% of an H100 or GB200 cluster's peak).
+  objectives.training.topology: 6-8% of an H100 or GB200 cluster's peak).
 - ``rack_kw_max``: the most one rack may draw (a site's rack-density limit: air-cooled halls ~15-40 kW,
   liquid-cooled ~130 kW and up). ``rack_kw`` is the power of the system a vendor sells as one
   (``server_gpus`` x the server's maximum power per GPU, gpus.yaml ``server_w_per_gpu``): a GB200 NVL72
@@ -20,7 +20,7 @@ Two input columns, blank (NaN) where there is no limit:
 Both apply to an owned design (``cost_mode`` owned): a rented one runs in its provider's facility, and its
 columns are -inf (within). ``feasible`` is the earlier modules' and both of these; ``facility_budget_frac``
 is the share of the budget a design uses (its peak / facility_mw), the figure a planner reads beside the
-front. :func:`largest_fitting_gpus` gives, for designs without a GPU count, the largest count of whole
+front. ``objectives.sizing.largest_fitting_gpus`` gives, for designs without a GPU count, the largest count of whole
 servers or racks whose facility peak fits (the engine offers it to the search: dse/spec/facility.py).
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 
 from objectives.base import Model
 
-__all__ = ["Facility", "FACILITY_DEFAULTS", "largest_fitting_gpus", "server_peak_w_per_gpu", "unit_gpus"]
+__all__ = ["Facility", "FACILITY_DEFAULTS", "server_peak_w_per_gpu", "unit_gpus"]
 
 #: no facility budget and no rack limit, unless the table gives them
 FACILITY_DEFAULTS = {"facility_mw": np.nan, "rack_kw_max": np.nan}
@@ -40,14 +40,14 @@ FACILITY_DEFAULTS = {"facility_mw": np.nan, "rack_kw_max": np.nan}
 
 def server_peak_w_per_gpu(c: Mapping[str, np.ndarray]) -> np.ndarray:
     """A server's (or NVL rack's) maximum power per GPU, W: gpus.yaml ``server_w_per_gpu``, else
-    ``server_to_gpu_tdp`` x TDP (S72 Epoch), at least the GPU's TDP -- the figure objectives.power sizes
+    ``server_to_gpu_tdp`` x TDP (S72 Epoch), at least the GPU's TDP -- the figure objectives.economics.power sizes
     ``facility_power_peak_mw`` on."""
     server_w = np.where(np.isnan(c["server_w_per_gpu"]), c["server_to_gpu_tdp"] * c["gpu_tdp_w"], c["server_w_per_gpu"])
     return np.maximum(server_w, c["gpu_tdp_w"])
 
 
 def unit_gpus(c: Mapping[str, np.ndarray]) -> np.ndarray:
-    """GPUs bought or rented as one (objectives.rental ``n_gpus_billed``): an instance, else a server or rack,
+    """GPUs bought or rented as one (objectives.economics.rental ``n_gpus_billed``): an instance, else a server or rack,
     else one GPU."""
     unit = np.where(np.isnan(c["instance_gpus"]), c["server_gpus"], c["instance_gpus"])
     return np.where(np.isnan(unit) | (unit <= 0), 1.0, unit)
@@ -83,34 +83,3 @@ class Facility(Model):
             "facility_budget_frac": c["facility_power_peak_mw"] / c["facility_mw"],
             "feasible": c["feasible"] & (over_rack <= 0) & (over_mw <= 0),
         }
-
-
-def largest_fitting_gpus(table: Mapping[str, object], cal=None) -> np.ndarray:
-    """Per row of ``table`` (designs with a ``facility_mw``; any ``n_gpus`` and mapping ignored), the largest
-    GPU count of whole servers or racks (whole instances rented) whose ``facility_power_peak_mw`` is at most
-    ``facility_mw``: 0 where not one fits, NaN without a budget. Raises InputError as objectives.evaluate.
-
-    The peak grows with the count (more servers, switches and storage bandwidth), so a bisection on the whole
-    units finds it: from 0 to the units whose servers alone fit, facility_mw / (pue x unit x server peak per
-    GPU), each pass one vectorized model run over every row (about log2 of that many passes). The peak does not
-    depend on the mapping; each pass runs one GPU per model-parallel group (tp = pp = cp = micro_batch = 1)."""
-    from objectives.pipeline import MODELS, prepare, run_models
-
-    rows = dict(table)
-    rows.update({"n_gpus": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "vp": 1, "micro_batch": 1})
-    _, floats = prepare(rows)
-    upto = MODELS[: next(i for i, m in enumerate(MODELS) if "facility_power_peak_mw" in m.provides) + 1]
-    unit = unit_gpus(floats)
-    budget = floats["facility_mw"]
-    with np.errstate(all="ignore"):
-        hi = np.floor(budget * 1e6 / (floats["pue"] * unit * server_peak_w_per_gpu(floats)))
-        hi = np.where(np.isfinite(hi) & (hi > 0), hi, 0.0)
-        lo = np.zeros_like(hi)
-        while (hi > lo).any():  # passes of the bisection, each over every row at once
-            mid = np.ceil((lo + hi) / 2.0)
-            work = dict(floats)
-            work["n_gpus"] = np.maximum(mid, 1.0) * unit
-            peak = run_models(work, cal, upto, keep={"facility_power_peak_mw"})["facility_power_peak_mw"]
-            fits = (peak <= budget) | (hi <= lo)
-            lo, hi = np.where(fits, mid, lo), np.where(fits, hi, mid - 1.0)
-    return np.where(np.isnan(budget), np.nan, np.minimum(lo, hi) * unit)

@@ -1,17 +1,18 @@
-"""The prediction intervals' parameters, derived from the model's held-out residuals, and their coverage.
+"""The prediction intervals' parameters, derived from the model's held-out residuals (their coverage:
+objectives/fitting/coverage.py).
 
-    python -m objectives.fit --cross-validate   # refits without each source (minutes): writes the residuals
+    python -m objectives.fitting.fit --cross-validate   # refits without each source (minutes): writes the residuals
                                                 # and derives the intervals from them
-    python -m objectives.interval_fit           # derives catalog/intervals.json again from the residuals file
+    python -m objectives.fitting.interval_fit           # derives catalog/intervals.json again from the residuals file
                                                 # alone (seconds) and prints the coverage (with
                                                 # catalog/logo_residuals.csv, where present: step 4)
 
 ``catalog/loso_residuals.csv`` holds one row per published run: the run predicted by factors fitted
 without its source, its log(predicted / measured tokens/s per GPU) (``log_ratio``) and the columns the
-interval reads (stack, dense/MoE, the axes of :data:`objectives.intervals.FEATURES`, the GPU generation
+interval reads (stack, dense/MoE, the axes of :data:`objectives.training.intervals.FEATURES`, the GPU generation
 among them).
 
-Derivation (:func:`derive`; the interval's form is in objectives/intervals.py):
+Derivation (:func:`derive`; the interval's form is in objectives/training/intervals.py):
 
 1. Distances: each run's distance from the validated ground of the *other* sources (the ground a design
    outside every source sees), so that the widening per octave is learnt from real extrapolation.
@@ -33,16 +34,16 @@ Derivation (:func:`derive`; the interval's form is in objectives/intervals.py):
    widening exp(g) of the intervals of steps 2-3 that holds LEVEL of the generation's residuals (the wider of
    every source weighing the same and every run weighing the same). Which residuals: for a generation whose
    runs come from fewer than :data:`MIN_SOURCES` (2) sources, its leave-one-generation-out residuals
-   (``catalog/logo_residuals.csv``, objectives.generation_check: its runs predicted by factors fitted on the
+   (``catalog/logo_residuals.csv``, objectives.fitting.generation_check: its runs predicted by factors fitted on the
    other generations' runs alone), at the distance of the validated ground they are on (0 for the runs
    themselves): a generation seen by one source has never been checked against a second one, and its
    leave-one-source-out rows are nearly leave-one-generation-out ones whose within-source refits (each run
-   predicted by its source's other runs, objectives.fit.held_out) see the generation after all, so its
+   predicted by its source's other runs, objectives.fitting.fit.held_out) see the generation after all, so its
    interval is as wide as the model's error on it when unseen. For a generation of several sources, its
    leave-one-source-out rows at their held-out distances (a per-group, "Mondrian", calibration); without the
    leave-one-generation-out file, every generation's from those rows.
    Measured (training_runs.csv of 2026-12-03, 330 runs, the 48 Blackwell ones all Megatron-Bridge's; ``python -m
-   objectives.fit --cross-validate --hold-out-generation``): held out, Blackwell's runs are off by 17.3%
+   objectives.fitting.fit --cross-validate --hold-out-generation``): held out, Blackwell's runs are off by 17.3%
    (bias +8.9%; Hopper 6.9%, Ampere 11.6% with each source weighing the same), and intervals derived
    without Blackwell hold 52% of them; its term is g = 0.94 (x2.57), Ampere's x1.03, Hopper's x1.00. The
    widened intervals, the term derived without the run's GPU, hold 77% of Blackwell's held-out-generation
@@ -62,10 +63,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from objectives import interval_derivation
 from objectives.calibration import STACKS
-from objectives.interval_derivation import FLOOR, RIDGE, band_quantiles, equal_source_weights, fit_log_scale, weighted_quantile
-from objectives.intervals import (
+from objectives.fitting import interval_derivation
+from objectives.fitting.interval_derivation import FLOOR, RIDGE, band_quantiles, equal_source_weights, fit_log_scale, weighted_quantile
+from objectives.fitting.validation import source_of
+from objectives.table import CATEGORIES
+from objectives.training.intervals import (
     AXES,
     FEATURES,
     GENERATIONS,
@@ -77,17 +80,14 @@ from objectives.intervals import (
     ground_keys,
     log_band,
 )
-from objectives.table import CATEGORIES
-from objectives.validation import source_of
 
 __all__ = ["RESIDUALS_PATH", "LOGO_RESIDUALS_PATH", "RIDGE", "MIN_SOURCES", "residual_table", "write_residuals",
            "read_residuals", "read_generation_residuals", "ground_of", "heldout_distances", "fit_scale",
-           "needed_widening", "generation_terms", "derive", "write_params", "bands", "nested", "coverage",
-           "coverage_text", "generation_coverage", "generation_coverage_text", "main"]
+           "needed_widening", "generation_terms", "derive", "write_params", "bands", "main"]
 
-RESIDUALS_PATH = Path(__file__).parent / "catalog" / "loso_residuals.csv"
-#: the leave-one-generation-out residuals (objectives.generation_check writes them)
-LOGO_RESIDUALS_PATH = Path(__file__).parent / "catalog" / "logo_residuals.csv"
+RESIDUALS_PATH = Path(__file__).resolve().parent.parent / "catalog" / "loso_residuals.csv"
+#: the leave-one-generation-out residuals (objectives.fitting.generation_check writes them)
+LOGO_RESIDUALS_PATH = Path(__file__).resolve().parent.parent / "catalog" / "logo_residuals.csv"
 #: a generation whose validated runs come from fewer sources than this takes its term from its
 #: leave-one-generation-out residuals (module doc, step 4)
 MIN_SOURCES = 2
@@ -98,7 +98,7 @@ _COLUMNS = ("run_id", "source", "source_key", "model", "stack", "gpu", "generati
 
 
 def residual_table(held_out: pd.DataFrame, in_sample: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per run from :func:`objectives.validation.predict` outputs: ``held_out`` predicted by factors
+    """One row per run from :func:`objectives.fitting.validation.predict` outputs: ``held_out`` predicted by factors
     fitted without its source, ``in_sample`` (optional) by the shipped calibration."""
     r = held_out
     gen = generation(r["model_gpu_fp8_tflop_s"].to_numpy(float), r["model_gpu_fp4_tflop_s"].to_numpy(float))
@@ -127,7 +127,7 @@ def residual_table(held_out: pd.DataFrame, in_sample: pd.DataFrame | None = None
 
 def write_residuals(table: pd.DataFrame, path: str | Path = RESIDUALS_PATH, command: str = "") -> None:
     with open(path, "w") as fh:
-        fh.write(f"# written by `{command or 'python -m objectives.fit --cross-validate'}`: each published run "
+        fh.write(f"# written by `{command or 'python -m objectives.fitting.fit --cross-validate'}`: each published run "
                  f"predicted by factors fitted without its source; log_ratio = log(predicted / measured)\n")
         table.to_csv(fh, index=False, float_format="%.6g", lineterminator="\n")
 
@@ -183,7 +183,7 @@ def _design(c: dict[str, np.ndarray], dist: np.ndarray) -> np.ndarray:
 
 
 def fit_scale(res: pd.DataFrame, dist: np.ndarray, ridge: float = RIDGE) -> dict:
-    """The scale model of log sigma (module doc, step 2): objectives.interval_derivation.fit_log_scale."""
+    """The scale model of log sigma (module doc, step 2): objectives.fitting.interval_derivation.fit_log_scale."""
     a = np.maximum(np.abs(res["log_ratio"].to_numpy(dtype=np.float64)), FLOOR)
     theta = fit_log_scale(_design(_columns(res), dist), a, equal_source_weights(res), ridge)
     k = len(STACKS)
@@ -231,7 +231,7 @@ def generation_terms(res: pd.DataFrame, params: dict, dist: np.ndarray, logo: pd
 
 
 def derive(res: pd.DataFrame, command: str = "", logo: pd.DataFrame | None = None) -> dict:
-    """The interval parameters (objectives/intervals.py reads them) from residual rows; ``logo``: the
+    """The interval parameters (objectives/training/intervals.py reads them) from residual rows; ``logo``: the
     leave-one-generation-out residuals, for the per-generation term (without them, a generation's term
     comes from its leave-one-source-out rows; module doc, step 4)."""
     dist = heldout_distances(res)
@@ -252,8 +252,8 @@ def derive(res: pd.DataFrame, command: str = "", logo: pd.DataFrame | None = Non
         "ground": ground_of(res),
         "runs": int(len(res)), "sources": int(res["source"].nunique()),
         "residuals": "objectives/catalog/loso_residuals.csv",
-        "command": "python -m objectives.interval_fit (from the residuals of "
-                   f"`{command or 'python -m objectives.fit --cross-validate'}`)",
+        "command": "python -m objectives.fitting.interval_fit (from the residuals of "
+                   f"`{command or 'python -m objectives.fitting.fit --cross-validate'}`)",
     })
     return params
 
@@ -270,151 +270,9 @@ def bands(res: pd.DataFrame, params: dict, dist: np.ndarray) -> tuple[np.ndarray
     return lo, hi
 
 
-def _without(logo: pd.DataFrame | None, column: str, value) -> pd.DataFrame | None:
-    return None if logo is None else logo[(logo[column] != value).to_numpy()].reset_index(drop=True)
-
-
-def nested(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per run: its held-out distance, the interval derived without its source (``lo``, ``hi`` of the log
-    ratio; ``logo``'s rows of the source left out too), whether its measurement is inside, the half-width
-    (fraction of the prediction), and whether the shipped intervals (derived from every source) hold it."""
-    dist = heldout_distances(res)
-    lo_s, hi_s = bands(res, derive(res, logo=logo), dist)
-    r = res["log_ratio"].to_numpy(dtype=np.float64)
-    lo, hi = np.zeros(len(res)), np.zeros(len(res))
-    for name in res["source"].unique():
-        rows = (res["source"] == name).to_numpy()
-        params = derive(res[~rows].reset_index(drop=True), logo=_without(logo, "source", name))
-        lo[rows], hi[rows] = bands(res[rows], params, dist[rows])
-    return pd.DataFrame({"source": res["source"], "generation": res["generation"], "gpu": res["gpu"],
-                         "distance_oct": dist, "lo": lo, "hi": hi,
-                         "inside": (r >= lo) & (r <= hi), "half_width": (np.exp(-lo) - np.exp(-hi)) / 2.0,
-                         "inside_shipped": (r >= lo_s) & (r <= hi_s)})
-
-
-def coverage(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
-    """(per source: runs, coverage, median half-width, median held-out distance, the shipped intervals'
-    coverage; overall: coverage over runs, with every source weighing the same, median half-width)."""
-    per_run = nested(res, logo)
-    g = per_run.groupby("source", sort=True)
-    per = pd.DataFrame({"rows": g.size(), "coverage": g["inside"].mean(), "median_half_width": g["half_width"].median(),
-                        "median_distance_oct": g["distance_oct"].median(), "coverage_shipped": g["inside_shipped"].mean()})
-    overall = {"coverage": float(per_run["inside"].mean()), "coverage_source_weighted": float(per["coverage"].mean()),
-               "median_half_width": float(per_run["half_width"].median()),
-               "coverage_shipped": float(per_run["inside_shipped"].mean())}
-    return per, overall
-
-
-def coverage_text(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> str:
-    per, overall = coverage(res, logo)
-    lines = [f"{'source':<24} {'runs':>5} {'inside 80%':>10} {'half-width':>10} {'distance':>9}"]
-    for name, row in per.iterrows():
-        lines.append(f"{name:<24} {int(row['rows']):>5} {row['coverage']:>10.0%} {row['median_half_width']:>10.1%} "
-                     f"{row['median_distance_oct']:>8.2f}o")
-    lines.append(f"80% intervals on left-out sources: {overall['coverage']:.0%} of runs inside "
-                 f"({overall['coverage_source_weighted']:.0%} with each source weighing the same), median half-width "
-                 f"{overall['median_half_width']:.1%}; the shipped intervals (every source in their derivation) "
-                 f"hold {overall['coverage_shipped']:.0%}")
-    lines.append("(distance: median octaves from the other sources' runs of the stack, objectives.intervals)")
-    return "\n".join(lines)
-
-
 def read_generation_residuals(path: str | Path = LOGO_RESIDUALS_PATH) -> pd.DataFrame | None:
     """The leave-one-generation-out residuals, None where the file is absent."""
     return read_residuals(path) if Path(path).exists() else None
-
-
-def unseen_generation(res: pd.DataFrame, logo: pd.DataFrame) -> np.ndarray:
-    """Per row of ``logo``: inside the interval derived without its generation (the leave-one-source-out rows
-    of the other generations; distances from their ground), as a design on a generation no published run is
-    on gets it."""
-    inside = np.zeros(len(logo), dtype=bool)
-    for name in logo["generation"].unique():
-        rows = (logo["generation"] == name).to_numpy()
-        others = res[(res["generation"] != name).to_numpy()].reset_index(drop=True)
-        part = logo[rows].reset_index(drop=True)
-        c = _columns(part)
-        d = distance_oct(feature_octaves(c), c["stack"], ground_keys(ground_of(others)))
-        lo, hi = bands(part, derive(others), d)
-        r = part["log_ratio"].to_numpy(dtype=np.float64)
-        inside[rows] = (r >= lo) & (r <= hi)
-    return inside
-
-
-def widened_generation(res: pd.DataFrame, logo: pd.DataFrame) -> np.ndarray:
-    """Per row of ``logo``: inside the interval of the shipped derivation (every source, the generation
-    terms) at the validated ground it is on, the terms derived without the rows of its GPU (so that a term
-    read from the leave-one-generation-out residuals is checked on a GPU it has not seen)."""
-    keys = ground_keys(ground_of(res))
-    inside = np.zeros(len(logo), dtype=bool)
-    for gpu in logo["gpu"].unique():
-        rows = (logo["gpu"] == gpu).to_numpy()
-        part = logo[rows].reset_index(drop=True)
-        c = _columns(part)
-        lo, hi = bands(part, derive(res, logo=_without(logo, "gpu", gpu)), distance_oct(feature_octaves(c), c["stack"], keys))
-        r = part["log_ratio"].to_numpy(dtype=np.float64)
-        inside[rows] = (r >= lo) & (r <= hi)
-    return inside
-
-
-def generation_coverage(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per generation, per GPU of a generation validated by fewer than MIN_SOURCES sources (``  b200``), and
-    ``all``: runs, the share inside the intervals derived without the run's source (``left_out_source``,
-    :func:`nested`), and with ``logo``: inside the intervals derived without the generation on the runs
-    predicted without it (``left_out_generation``, :func:`unseen_generation`) and inside the shipped
-    intervals with the generation term derived without the run's GPU (``widened``, :func:`widened_generation`),
-    with the generation's term g (its widening exp(g))."""
-    per_run = nested(res, logo)
-    params = derive(res, logo=logo)
-    frame = pd.DataFrame({"generation": per_run["generation"], "gpu": per_run["gpu"], "inside": per_run["inside"]})
-    if logo is not None:
-        lg = pd.DataFrame({"run_id": logo["run_id"], "unseen": unseen_generation(res, logo),
-                           "widened": widened_generation(res, logo)}).set_index("run_id")
-        frame["unseen"] = res["run_id"].map(lg["unseen"]).astype(float).to_numpy()
-        frame["widened"] = res["run_id"].map(lg["widened"]).astype(float).to_numpy()
-    groups = []
-    for code, name in enumerate(GENERATIONS):
-        rows = (frame["generation"] == name).to_numpy()
-        if not rows.any():
-            continue
-        groups.append((name, rows, params["scale"]["generation"][code]))
-        if params["generation_basis"][code] != "logo" and "widened" in frame:
-            frame.loc[rows, "widened"] = np.nan  # its term is read from its leave-one-source-out rows
-        if res.loc[rows, "source"].nunique() < MIN_SOURCES:
-            groups += [(f"  {gpu}", rows & (frame["gpu"] == gpu).to_numpy(), np.nan)
-                       for gpu in sorted(frame.loc[rows, "gpu"].unique())]
-    groups.append(("all", np.ones(len(frame), dtype=bool), np.nan))
-    out = []
-    for name, rows, term in groups:
-        part = frame[rows]
-        row = {"group": name, "runs": int(rows.sum()), "widening": float(np.exp(term)),
-               "left_out_source": float(part["inside"].mean())}
-        if logo is not None:
-            row["left_out_generation"] = float(part["unseen"].mean())
-            row["widened"] = float(part["widened"].mean()) if name != "all" else np.nan
-        out.append(row)
-    return pd.DataFrame(out).set_index("group")
-
-
-def generation_coverage_text(res: pd.DataFrame, logo: pd.DataFrame | None = None) -> str:
-    table = generation_coverage(res, logo)
-    cols = [("left_out_source", "source out")] + ([("left_out_generation", "gen. out"), ("widened", "widened")]
-                                                   if logo is not None else [])
-    head = f"{'generation':<12} {'runs':>5} {'widening':>9}" + "".join(f" {label:>10}" for _, label in cols)
-    lines = [head, "-" * len(head)]
-    for name, row in table.iterrows():
-        widening = "" if np.isnan(row["widening"]) else f"x{row['widening']:.2f}"
-        lines.append(f"{name:<12} {int(row['runs']):>5} {widening:>9}"
-                     + "".join(f" {'-' if np.isnan(row[c]) else format(row[c], '.0%'):>10}" for c, _ in cols))
-    lines.append("(share of runs inside their 80% interval. source out: intervals derived without the run's source, "
-                 "its runs predicted without it;")
-    if logo is not None:
-        lines.append(" gen. out: its runs predicted by factors fitted without their generation, intervals derived "
-                     "without it; widened: those runs inside the shipped intervals, a one-source generation's widening "
-                     "derived without the run's GPU)")
-    else:
-        lines[-1] = lines[-1][:-1] + ")"
-    return "\n".join(lines)
 
 
 def _derive(res: pd.DataFrame, command: str = "") -> dict:
@@ -422,12 +280,14 @@ def _derive(res: pd.DataFrame, command: str = "") -> dict:
 
 
 def _coverage_text(res: pd.DataFrame) -> str:
+    from objectives.fitting.coverage import coverage_text, generation_coverage_text  # (it imports this module)
+
     logo = read_generation_residuals()
     return coverage_text(res, logo) + "\n\n" + generation_coverage_text(res, logo)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return interval_derivation.main(argv, prog="python -m objectives.interval_fit", doc=__doc__,
+    return interval_derivation.main(argv, prog="python -m objectives.fitting.interval_fit", doc=__doc__,
                                     residuals=RESIDUALS_PATH, out=INTERVAL_PATH, read_residuals=read_residuals,
                                     derive=_derive, coverage_text=_coverage_text)
 

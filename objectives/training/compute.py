@@ -12,20 +12,20 @@
   fewer output tiles fill fewer waves of the GPU's SMs. The projections (QKV, output) and the MLP each
   have their own widths. The batched QK^T and AV GEMMs of unfused attention run at the large-GEMM rate on
   rows of s (x the stack's ``attn_kernel_scale``), their scores' HBM traffic counted apart.
-- Windowed layers (objectives/transformer.py): flash attention does a sliding window's band of W keys plus
+- Windowed layers (objectives/training/transformer.py): flash attention does a sliding window's band of W keys plus
   the partly masked key tile at its edge (W + ATTN_TILE/2 keys per query, at most s/2), or a chunked layer's
   aligned chunks (C/2 keys per query); unfused attention masks the full s x s and saves nothing.
 - MLA: its down projections run duplicated on every tp rank on the sequence shard, as one GEMM of width
   q_lora + kv_lora + rope; its up projections and output are tensor parallel; QK^T runs over
   qk_nope + qk_rope per head and AV over v_head_dim.
-- A stage mixing MoE and dense layers, full and windowed attention (objectives/layout.py) sums each kind's
+- A stage mixing MoE and dense layers, full and windowed attention (objectives/training/layout.py) sums each kind's
   layer time over the layers of that kind it holds; ``time_layer_*`` are the busiest stage's mean layer.
 - Element-wise work (norms, residual adds fused with bias and dropout, activation functions, rotary on q
   and k, the cross-entropy over fp32 logits) is bound by HBM bandwidth; sequence parallelism splits the
   h-wide part over tp ranks (Korthikanti et al. Sec. 4.2.2), without it each tp rank repeats it.
 - fp8 and fp4 GEMMs pay for quantizing their inputs in the forward and their output gradients in the
   backward (with the transposed copy the other GEMM needs), and their weights every micro-batch, at the
-  bytes of the run's recipe (``fp8_recipe``; NVFP4's own: objectives/quantization.py).
+  bytes of the run's recipe (``fp8_recipe``; NVFP4's own: objectives/training/quantization.py).
 - MoE layers stream the token permutation (dispatch and combine) through HBM.
 - Context parallelism (ring attention, Transformer Engine ``AttnFuncWithCPAndKVP2P``): the core runs as cp
   kernel calls per pass, each over s/(2 cp) keys per query (causal load balancing: 2 cp chunks), so the
@@ -57,8 +57,8 @@ import numpy as np
 
 from objectives.base import Model, as_codes, lookup, select
 from objectives.calibration import trait
-from objectives.quantization import block_scaled, cast_bytes, low_precision_weights, weight_cast_bytes
-from objectives.transformer import attended_keys
+from objectives.training.quantization import block_scaled, cast_bytes, low_precision_weights, weight_cast_bytes
+from objectives.training.transformer import attended_keys
 
 __all__ = ["ComputeTime", "ELEMENTWISE_BYTES_PER_TOKEN", "ATTN_TILE", "DROPOUT_ATTN_RATE", "ATTN_CALL_HALF_KEYS",
            "CP_MERGE_BYTES", "EXP_REF_TERA_S", "EXP_WAIT_SHARE"]
@@ -159,7 +159,7 @@ class ComputeTime(Model):
         peak = select(prec, (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])) * 1e12
         eff = select(prec, (c["gpu_gemm_eff_bf16"], c["gpu_gemm_eff_fp8"], c["gpu_gemm_eff_fp4"]))
         unsupported = ~((peak > 0) & (eff > 0))
-        # the fp8 recipe (objectives.quantization; a blank is the GPU's, objectives.pipeline); MXFP8 needs
+        # the fp8 recipe (objectives.training.quantization; a blank is the GPU's, objectives.pipeline); MXFP8 needs
         # tensor cores that scale blocks
         recipe = c["fp8_recipe"]
         no_mx = (prec == 1) & (recipe == 3) & ~block_scaled(c["gpu_fp4_tflop_s"])
@@ -319,9 +319,9 @@ class ComputeTime(Model):
         overhead_moe = overhead + cal.moe_expert_overhead_s * c["moe_experts"] / np.maximum(c["ep"], 1.0)
 
         # the column-parallel attention GEMMs (QKV; MLA: the up projections), whose backward collectives can
-        # hide behind them (objectives.communication); selective recompute re-runs MLA's up projections and
+        # hide behind them (objectives.training.communication); selective recompute re-runs MLA's up projections and
         # their rotary embedding (Megatron-Core recompute_modules mla_up_proj, as every Megatron-Bridge
-        # DeepSeek-V3 recipe sets), whose per-head queries, keys and values it does not keep (objectives.memory)
+        # DeepSeek-V3 recipe sets), whose per-head queries, keys and values it does not keep (objectives.training.memory)
         t_qkv = 2.0 * tokens * (attn_split - ctx * h) / t / proj_rate
         up_rerun = np.where(mla & (c["recompute"] == 1), t_qkv + tokens * e["qk"] * rope / hbm, 0.0)
 
@@ -375,7 +375,7 @@ class ComputeTime(Model):
             "time_qkv_gemm_s": t_qkv,
             "time_fc1_gemm_s": t_fc1,
             "time_logits_s": t_logits,
-            # the slowest stage: the busiest, or the last with the output layer and loss (objectives/divisibility.py)
+            # the slowest stage: the busiest, or the last with the output layer and loss (objectives/training/divisibility.py)
             "time_compute_mb_s": np.maximum(stage(n, m, full),
                                             stage(c["layers_last_stage"], c["moe_layers_last_stage"],
                                                   c["full_attn_layers_last_stage"]) + t_logits),

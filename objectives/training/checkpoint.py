@@ -17,7 +17,7 @@ checkpoint is durable ``ckpt_lag_s`` later (MegaScale, Nebula, NeMo, PyTorch DCP
 Interval (S100): Young (1974) T = sqrt(2 delta M); Daly (2006)
 T = sqrt(2 delta M) [1 + sqrt(delta/(2M))/3 + delta/(18 M)] - delta for delta < 2M, else M, with delta the
 stall and M the job's mean time between unexpected interruptions, failures (``gpu_mtbi_h`` / n_gpus) and, on a
-preemptible spot row, preemptions (objectives.preemption), as objectives.reliability: a spot fleet's far
+preemptible spot row, preemptions (objectives.training.preemption), as objectives.training.reliability: a spot fleet's far
 shorter M checkpoints far more often. ``ckpt_every_s`` fixes T instead. Whatever sets it, the interval is at least
 ``INTERVAL_OVER_WRITE`` = 3 write times and one training step:
 
@@ -36,7 +36,7 @@ third of its interval (``ckpt_write_budget_s``: the Young/Daly or fixed interval
 write is the stall, :func:`sync_write_limit_s`), but no more bandwidth than the nodes can push (n_gpus x
 ``storage_link_gbyte_s``); ``storage_units_min`` raises the count (more units buy bandwidth, a shorter sync
 stall). Where even the nodes' bandwidth is too slow, the interval stretches to 3 writes and goodput pays
-(objectives.reliability).
+(objectives.training.reliability).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
-from objectives.preemption import PREEMPT_COLUMNS, job_preempt_rate_per_s
+from objectives.training.preemption import PREEMPT_COLUMNS, job_preempt_rate_per_s
 
 __all__ = ["Checkpoint", "dataset_bytes_per_token", "young_interval_s", "daly_interval_s", "sync_write_limit_s",
            "UINT16_VOCAB_LIMIT", "INTERVAL_OVER_WRITE"]
@@ -119,7 +119,7 @@ class Checkpoint(Model):
                            c["train_tokens"] * dataset_bytes_per_token(c["vocab_size"]) / 1e12)
         dataset = np.where(np.isnan(c["dataset_tb"]), derived, c["dataset_tb"])
         need = c["ckpt_keep"] * size_gb / 1e3 + dataset
-        # the job's, failures and preemptions, as objectives.reliability
+        # the job's, failures and preemptions, as objectives.training.reliability
         mtbf_s = 1.0 / (n / (c["gpu_mtbi_h"] * SECONDS_PER_HOUR) + job_preempt_rate_per_s(c, c["spot_preempt_mtbi_h_per_node"]))
         asynchronous = c["ckpt_mode"] == 1
         stall_async = c["ckpt_async_fixed_s"] + size_gb / n / c["ckpt_host_copy_gbyte_s"]

@@ -1,8 +1,8 @@
 """80% prediction intervals on every throughput, time, cost and energy figure.
 
 The interval is one of log(predicted / measured tokens/s per GPU), the residual of the model on published
-runs it was not fitted to (leave one source out: ``python -m objectives.fit --cross-validate`` writes
-them to ``catalog/loso_residuals.csv``; ``objectives.interval_fit`` derives this module's parameters,
+runs it was not fitted to (leave one source out: ``python -m objectives.fitting.fit --cross-validate`` writes
+them to ``catalog/loso_residuals.csv``; ``objectives.fitting.interval_fit`` derives this module's parameters,
 ``catalog/intervals.json``, from them). Its scale is locally weighted, as in split-conformal regression
 with a fitted spread (Lei, G'Sell, Rinaldo, Tibshirani & Wasserman 2018, JASA 113:1094, Sec. 5.2;
 Papadopoulos, Gammerman & Vovk 2008, normalized nonconformity), the calibration residuals being
@@ -11,7 +11,7 @@ leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshira
     log sigma = b0 + b_stack + b_moe + kappa * min(d, d_cap) + g_generation
     log(predicted / measured) in [sigma * z_10, sigma * z_90]
 
-- stack and dense/MoE: what the model is less sure of, one level each (objectives.interval_fit fits them,
+- stack and dense/MoE: what the model is less sure of, one level each (objectives.fitting.interval_fit fits them,
   shrunk toward the pool).
 - ``d`` (octaves, ``validated_distance_oct``): how far the design lies from the validated ground, the
   Euclidean norm over :data:`FEATURES` of each axis' distance, in octaves (log2), to the nearest value that
@@ -22,7 +22,7 @@ leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshira
   Ampere class; fp8 without fp4: Hopper class; fp4: Blackwell class) and counts one unit per generation;
   it enters through the distance and not as a level of its own because it is confounded with the stack in
   the published runs (every megatron-2021 run is on Ampere, every Blackwell run on megatron-core): a level
-  lowered the held-out likelihood and coverage (objectives.interval_fit). The axes are looked at one by
+  lowered the held-out likelihood and coverage (objectives.fitting.interval_fit). The axes are looked at one by
   one (a sorted lookup, no pass over the runs per design), so a combination of validated values that no
   single run had counts as validated. One axis is a combination, ``domains``: the NVLink domains a job
   spans, log2(n_gpus / scaleup_size), against the runs *on that domain size* (a GB200 job on 57 NVL72 racks
@@ -32,27 +32,27 @@ leave-one-group-out ones as in the jackknife+ (Barber, Candes, Ramdas & Tibshira
 - ``g_generation`` (>= 0, one per GPU generation; ``scale.generation`` of the parameters, 0 where absent):
   how much wider a generation's intervals must be than the pooled scale says for them to hold 80% of its
   runs. For a generation whose validated runs come from a single source (Blackwell: Megatron-Bridge alone)
-  it is read from the leave-one-generation-out check (objectives.generation_check): the generation's runs
+  it is read from the leave-one-generation-out check (objectives.fitting.generation_check): the generation's runs
   predicted by factors fitted without any run of it, i.e. how far off the model is on a generation it has
   barely seen; for a generation of several sources, from its leave-one-source-out residuals (a per-group,
-  "Mondrian", calibration: Vovk, Gammerman & Shafer 2005, Sec. 4.5). objectives.interval_fit has the rule
+  "Mondrian", calibration: Vovk, Gammerman & Shafer 2005, Sec. 4.5). objectives.fitting.interval_fit has the rule
   and the measured figures.
 - the widening stops at ``d_cap`` (the largest distance a held-out run had: beyond it the residuals say
   nothing); ``interval_extrapolated`` marks designs past it, whose interval is then a lower bound on the
   model's uncertainty.
 - ``z_10``, ``z_90``: the 10% and 90% quantiles of the held-out residuals divided by their sigma, the
-  wider of every source weighing the same and every run weighing the same (objectives.interval_fit).
+  wider of every source weighing the same and every run weighing the same (objectives.fitting.interval_fit).
 
 Times, costs and energy follow the step time: time_to_train_days, run_cost_usd (and tco_usd, its old
-name), energy_mwh, usd_per_mtok and gpu_hours scale with it (objectives.reliability, objectives.cost,
-objectives.power; the goodput is held at the point prediction's, the checkpoint interval and failure rate
+name), energy_mwh, usd_per_mtok and gpu_hours scale with it (objectives.training.reliability, objectives.economics.cost,
+objectives.economics.power; the goodput is held at the point prediction's, the checkpoint interval and failure rate
 not depending on the step time beyond the one-step floor), so each bound is the figure times the step
 time's ratio. On a preemptible spot row they also scale with the goodput's range over the measured
-preemption figures (objectives.reliability: ``goodput_preempt_max`` for the lower bound, ``_min`` for the
+preemption figures (objectives.training.reliability: ``goodput_preempt_max`` for the lower bound, ``_min`` for the
 upper), measured on fleets of 1 to 32 nodes and unvalidated beyond; 1 on every other row. A lower bound of
 a time or a cost goes with the upper bound of the throughput. The upper bound of the throughput stops where
 every model FLOP would run at the GPU's measured large-GEMM rate (``mfu`` at the GEMM efficiency of its
-precision, objectives.steptime), which no run exceeds.
+precision, objectives.training.steptime), which no run exceeds.
 
 A design on a system whose figures are announced or estimated (objectives/catalog/estimates.py) carries
 their range on top: ``catalog_range_lo_frac`` / ``catalog_range_hi_frac`` (the throughput at the catalog's
@@ -60,8 +60,8 @@ low / high figures over the prediction's, a bound) are the least of the low / hi
 (``<field>_lo_frac`` = low / value) of the figures it runs on: the peak of its precision, HBM capacity and
 bandwidth, the scale-up and the NIC bandwidth. Why the least and not a product or a root-sum-square: the
 step time is a sum of terms each of which scales as the inverse of at most one of these figures (compute
-with the peak, memory-bound kernels with the HBM bandwidth, each collective with its link; objectives.compute,
-objectives.communication), so with every figure at its low end no term grows by more than 1 / the least
+with the peak, memory-bound kernels with the HBM bandwidth, each collective with its link; objectives.training.compute,
+objectives.training.communication), so with every figure at its low end no term grows by more than 1 / the least
 fraction, and the throughput falls by at most that factor; likewise it rises by at most the largest high
 fraction. How much each figure weighs in a row (its elasticity, 0 to 1) is not known without running the
 model again, so the worst field bounds it; HBM capacity enters no time term (too little of it forces another
@@ -91,7 +91,7 @@ from objectives.table import is_constant
 __all__ = ["Intervals", "FEATURES", "AXES", "INTERVAL_PATH", "LEVEL", "generation", "feature_octaves", "ground_keys",
            "distance_oct", "log_band", "load_params", "catalog_range"]
 
-INTERVAL_PATH = Path(__file__).parent / "catalog" / "intervals.json"
+INTERVAL_PATH = Path(__file__).resolve().parent.parent / "catalog" / "intervals.json"
 #: the share of measurements an interval is meant to hold
 LEVEL = 0.8
 #: the axes of the validated ground; each in octaves (log2), the precision as log2 of its bits per operand

@@ -29,7 +29,7 @@ Formats v1.0, 2023):
   False; Megatron-Bridge ``training/mixed_precision.py`` ``bf16_with_nvfp4_mixed``).
 
 Weights are quantized once per optimizer step and cached across the step's micro-batches (Transformer
-Engine's ``is_first_microbatch``); the model charges them per micro-batch (objectives.compute), an upper
+Engine's ``is_first_microbatch``); the model charges them per micro-batch (objectives.training.compute), an upper
 bound of a few tenths of a percent. A stack that keeps its weights in low precision
 (``low_precision_params``: Megatron-Bridge's ``fp8_param_gather`` with delayed, current and MX scaling,
 ``fp4_param_gather`` with NVFP4; not with blockwise scaling) writes them so in the optimizer step, quantizes

@@ -15,7 +15,7 @@ so their latency is (g-1) hops per tier (NCCL tuning model, hardware-catalog S28
 per direction; ``B_out`` already carries the NIC efficiency. Ring collectives pass data to the next
 domain on the same rail, which in a rail-optimized fat tree mostly shares a leaf, so they use ``B_out``;
 all-to-all and pipeline sends spread over the fabric and cross the leaf uplinks, so they use ``B_cross``
-(``B_out`` over the oversubscription the job meets; objectives.topology).
+(``B_out`` over the oversubscription the job meets; objectives.training.topology).
 
 A job is placed so that a group that fits in a domain sits inside one (on a 72-GPU NVL72 rack a job of
 power-of-two groups uses 64 GPUs per rack, as Slurm's ``--segment`` does): ``g_in`` counts whole members.

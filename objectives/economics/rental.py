@@ -11,13 +11,13 @@ set the figure as a what-if. (A table of raw GPU figures naming no catalog GPU k
 its GPUs beyond the largest cluster the provider advertises at that pricing (``rental_max_gpus``: AWS
 Capacity Blocks hold at most 256 instances, C03; one instance where the provider publishes no cluster
 fabric, Lambda's; inf where none is stated). ``feasible`` is the mapping's
-(objectives.steptime) and both of these: the mapping search ranks a design's mappings on the training
+(objectives.training.steptime) and both of these: the mapping search ranks a design's mappings on the training
 model alone, and this module runs on its winner.
 
 ``n_gpus_billed``: the GPUs a design pays for, rented or owned. A cloud bills whole instances
 (``instance_gpus``); a vendor sells whole servers or racks (``server_gpus``: an HGX B200 is 8 GPUs, a GB200
 NVL72 rack 72, one price and one power supply, gpus.yaml). 1,024 GB200 are 15 racks, 1,080 GPUs: the
-capex, the facility's peak power and a rental are sized on those (objectives.power, objectives.cost); an
+capex, the facility's peak power and a rental are sized on those (objectives.economics.power, objectives.economics.cost); an
 owned run's cost is its GPUs' share, the rest of the rack serving other work, as the amortization assumes.
 """
 

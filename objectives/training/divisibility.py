@@ -1,7 +1,7 @@
 """Which mappings Megatron runs: every divisibility and schedule rule, in one place.
 
 Each rule is a named, vectorized test over columns (True where the mapping passes) with the mapping columns
-it reads and a short human reason. Three users share them: :class:`objectives.layout.Layout` counts the
+it reads and a short human reason. Three users share them: :class:`objectives.training.layout.Layout` counts the
 broken ones (``con_layout``) and names the first (``layout_rule``, its ``code``); the mapping search
 (:mod:`objectives.mapping`) runs each rule as soon as the columns it reads exist, so that a candidate
 broken early never multiplies the next column's choices; and :func:`input_errors` gives ``dse evaluate``
@@ -44,7 +44,6 @@ more micro-batches in flight than memory.py charges, so the model keeps the defa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -53,9 +52,8 @@ import numpy as np
 
 from objectives.calibration import STACKS
 
-__all__ = ["Rule", "Job", "RowsOf", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS",
-           "CP_MIN_SEQ_LEN", "join_text", "number_text", "divides", "whole", "pipeline_split", "broken_rules", "input_errors",
-           "rule_reasons"]
+__all__ = ["Rule", "Job", "RULES", "RULES_BY_CODE", "SEARCH_RULES", "PIPELINE_TRAITS", "CP_MIN_SEQ_LEN", "number_text",
+           "divides", "whole", "pipeline_split", "broken_rules", "input_errors"]
 
 CP_MIN_SEQ_LEN = 16384
 
@@ -364,62 +362,3 @@ def number_text(x, spec: str = "g") -> np.ndarray:
     """Numbers as short text (format ``spec``), formatted once per distinct value (not per row)."""
     values, inverse = np.unique(np.asarray(x, dtype=np.float64), return_inverse=True)
     return np.array([format(v, spec) for v in values], dtype=object)[inverse.reshape(-1)]
-
-
-def join_text(parts: list, n: int) -> np.ndarray:
-    """n strings, each the concatenation of ``parts``: text, or columns (numbers as '%g', or text)."""
-    out = np.full(n, "", dtype=object)
-    for part in parts:
-        if isinstance(part, str):
-            out = out + part
-        else:
-            part = np.broadcast_to(np.asarray(part), (n,))
-            out = out + (part.astype(object) if part.dtype.kind in "OUS" else number_text(part))
-    return out
-
-
-class RowsOf(Mapping):
-    """``{name: np.broadcast_to(column, (n,))[rows]}`` over the 1-D columns of ``cols`` (``numbers``: the
-    number columns alone), each cut when first read: a rule's reason reads the few columns it names, not
-    the table's hundreds."""
-
-    def __init__(self, cols: Mapping[str, np.ndarray], rows: np.ndarray, n: int, numbers: bool = False):
-        self._cols, self._rows, self._n, self._numbers, self._cut = cols, rows, n, numbers, {}
-
-    def _takes(self, value) -> bool:
-        if self._numbers:
-            return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "fiub"
-        return np.ndim(value) == 1
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._cut:
-            value = self._cols[name]
-            if not self._takes(value):
-                raise KeyError(name)
-            self._cut[name] = np.broadcast_to(value, (self._n,))[self._rows]
-        return self._cut[name]
-
-    def __iter__(self):
-        return (name for name in self._cols if self._takes(self._cols[name]))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-def rule_reasons(cols: Mapping[str, np.ndarray], codes: np.ndarray, lost: bool = False) -> np.ndarray:
-    """'kind: reason' for rows whose first broken rule is ``codes`` (0: ''); ``lost``: the rule no candidate
-    mapping of the row's search passed ("layout: no mapping passes '...'")."""
-    codes = np.asarray(codes)
-    out = np.full(len(codes), "", dtype=object)
-    for code in np.unique(codes[codes > 0]).astype(int):
-        rule = RULES_BY_CODE[code]
-        rows = np.flatnonzero(codes == code)
-        sub = RowsOf(cols, rows, len(codes))
-        kind = "layout" if rule.kind == "search" else rule.kind
-        if lost:  # the template's {column} pieces filled with the design's values
-            pieces = re.split(r"\{(\w+)\}", rule.needs)
-            parts = [f"{kind}: no mapping passes '"] + [sub[p] if i % 2 else p for i, p in enumerate(pieces)] + ["'"]
-            out[rows] = join_text(parts, len(rows))
-        else:
-            out[rows] = join_text([f"{kind}: ", *rule.says(Job(sub))], len(rows))
-    return out

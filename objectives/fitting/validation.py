@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from objectives import INPUT_COLUMNS
 from objectives.calibration import Calibration
+from objectives.inputs import TRAINING_INPUT_COLUMNS
 from objectives.mapping import search_mapping
 
 __all__ = ["RUNS_PATH", "load_runs", "predict", "Summary", "summarize"]
 
-RUNS_PATH = Path(__file__).parent / "catalog" / "training_runs.csv"
+RUNS_PATH = Path(__file__).resolve().parent.parent / "catalog" / "training_runs.csv"
 DESIGN_COLUMNS = (
     "model", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "ffn_kind", "vocab_size",
     "seq_len", "global_batch", "moe_experts", "moe_topk", "precision", "gpu", "n_gpus", "tp", "pp", "cp",
@@ -63,12 +63,12 @@ def load_runs(path: str | Path = RUNS_PATH, included_only: bool = True) -> pd.Da
 
 def predict(runs: pd.DataFrame, cal: Calibration | None = None) -> pd.DataFrame:
     """The runs with the model's prediction, its mapping choices and the absolute percentage error."""
-    table = {c: runs[c].to_numpy() for c in runs.columns if c in INPUT_COLUMNS}  # the published runs': DESIGN_COLUMNS
+    table = {c: runs[c].to_numpy() for c in runs.columns if c in TRAINING_INPUT_COLUMNS}  # the published runs': DESIGN_COLUMNS
     out = search_mapping(table, cal=cal)
     result = runs.copy()
     for col in ("micro_batch", "recompute", "vp", "cp", "zero_stage", "sequence_parallel"):
         result[f"model_{col}"] = out[col]
-    for col in MODEL_FEATURES:  # what the prediction intervals read (objectives.intervals)
+    for col in MODEL_FEATURES:  # what the prediction intervals read (objectives.training.intervals)
         result[f"model_{col}"] = out[col]
     for col in ("step_time_s", "tokens_per_s_per_gpu", "model_tflop_s_per_gpu", "mfu", "hbm_used_gb", "feasible",
                 "time_compute_s", "time_tp_comm_s", "time_cp_comm_s", "time_ep_comm_s", "time_pp_bubble_s",

@@ -2,12 +2,12 @@
 
 Megatron-LM orders its process groups tp (innermost, fastest varying), cp, dp, pp (outermost); experts are
 carved out of the dp x cp ranks (Narayanan et al., SC'21, Sec. 3; Megatron-Core parallel_state). Layers
-are placed by the most balanced pipeline split the stack accepts (:func:`objectives.divisibility.pipeline_split`).
-The rules a mapping must pass live in :mod:`objectives.divisibility`; each broken one adds 1 to
+are placed by the most balanced pipeline split the stack accepts (:func:`objectives.training.divisibility.pipeline_split`).
+The rules a mapping must pass live in :mod:`objectives.training.divisibility`; each broken one adds 1 to
 ``con_layout`` and ``layout_rule`` names the first (its code; 0 where none is broken).
 
 A model mixing layer kinds (MoE and dense feed-forward layers, full and windowed attention;
-objectives/transformer.py) is costed on its *busiest* stage, for memory and compute alike: a stage of n
+objectives/training/transformer.py) is costed on its *busiest* stage, for memory and compute alike: a stage of n
 consecutive layers holds as many of a kind as n layers can where that kind is spread evenly over the layers
 it occupies, ceil(n x count / span) (at most the model's count), the span being the layers after the
 leading dense ones for MoE layers (those sit on the first stage) and all layers for full-attention ones.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import Model
-from objectives.divisibility import Job, broken_rules, divides
+from objectives.training.divisibility import Job, broken_rules, divides
 
 __all__ = ["Layout", "divides", "most_per_stage"]
 
@@ -42,8 +42,8 @@ class Layout(Model):
         "moe_layers_last_stage": "count; MoE layers on the last pipeline stage",
         "full_attn_layers_per_stage": "count; full-attention (not windowed) layers on the busiest pipeline stage",
         "full_attn_layers_last_stage": "count; full-attention layers on the last pipeline stage",
-        "con_layout": "count; broken divisibility and schedule rules (<= 0 valid; objectives/divisibility.py)",
-        "layout_rule": "code; the first broken rule (objectives.divisibility.RULES; 0 none)",
+        "con_layout": "count; broken divisibility and schedule rules (<= 0 valid; objectives/training/divisibility.py)",
+        "layout_rule": "code; the first broken rule (objectives.training.divisibility.RULES; 0 none)",
     }
 
     def compute(self, c, cal):

@@ -1,21 +1,21 @@
 """Leave one GPU generation out: how far off the model is on a generation it has not seen.
 
-    python -m objectives.fit --hold-out-generation   # one fit per generation (minutes): prints the table and
+    python -m objectives.fitting.fit --hold-out-generation   # one fit per generation (minutes): prints the table and
                                                      # writes catalog/logo_residuals.csv
 
 For each generation G among the fitted runs (Ampere, Hopper, Blackwell, read from the GPU's tensor-core
-formats, :func:`objectives.intervals.generation`), the factors are fitted on the runs of the other
-generations only (:func:`objectives.fit.fit_factors`, the main fit's plan: a factor no other generation's
+formats, :func:`objectives.training.intervals.generation`), the factors are fitted on the runs of the other
+generations only (:func:`objectives.fitting.fit.fit_factors`, the main fit's plan: a factor no other generation's
 run informs stays at its documented default; no factor is fitted on a run of G) and G's runs are
 predicted with them. Per G the check reports its runs, the MAPE with every source weighing the same and
 over rows, the bias (mean signed error), and the coverage of the 80% intervals on those predictions: the
 intervals derived from the leave-one-source-out residuals of the *other* generations (the factors' fit and
 the intervals' derivation both without G; distances from the other generations' validated ground), as a
 design on a generation no published run is on would get them (``coverage``), and the intervals with G's
-own generation term (objectives.interval_fit, ``coverage_widened``).
+own generation term (objectives.fitting.interval_fit, ``coverage_widened``).
 
 The residuals (``catalog/logo_residuals.csv``, the columns of ``loso_residuals.csv``; ``log_ratio``
-predicted without the run's generation) are what objectives.interval_fit derives the per-generation
+predicted without the run's generation) are what objectives.fitting.interval_fit derives the per-generation
 widening of the intervals from (its module doc has the rule and the measured figures).
 """
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from objectives.interval_fit import LOGO_RESIDUALS_PATH
-from objectives.intervals import GENERATIONS, generation
+from objectives.fitting.interval_fit import LOGO_RESIDUALS_PATH
+from objectives.training.intervals import GENERATIONS, generation
 
 __all__ = ["LOGO_RESIDUALS_PATH", "run_generations", "hold_out_generation", "generation_summary",
            "generation_text", "check"]
@@ -43,9 +43,9 @@ def run_generations(runs: pd.DataFrame) -> np.ndarray:
 
 def hold_out_generation(runs: pd.DataFrame, name: str, max_nfev: int = 400, start=None):
     """(``name``'s runs predicted by factors fitted on the other generations' runs alone, the fold's
-    objectives.fit.Fit, the factors the fold leaves at the start value although ``name``'s runs inform them)."""
-    from objectives.fit import BOX, fit_factors, label, plan
-    from objectives.validation import predict
+    objectives.fitting.fit.Fit, the factors the fold leaves at the start value although ``name``'s runs inform them)."""
+    from objectives.fitting.fit import BOX, fit_factors, label, plan
+    from objectives.fitting.validation import predict
 
     held = run_generations(runs) == name
     fold = fit_factors(runs[~held].reset_index(drop=True), start, max_nfev)
@@ -93,10 +93,10 @@ def generation_text(table: pd.DataFrame, title: str = "generation") -> str:
 def check(runs: pd.DataFrame, loso: pd.DataFrame, max_nfev: int = 400, residuals_path=None, command: str = "",
           log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The leave-one-generation-out check (module doc): (per generation table, the residual table). ``loso``:
-    the leave-one-source-out residuals (objectives.interval_fit.read_residuals), whose other generations'
+    the leave-one-source-out residuals (objectives.fitting.interval_fit.read_residuals), whose other generations'
     rows derive the intervals each held-out generation's predictions are checked against."""
-    from objectives import interval_fit
-    from objectives.validation import predict
+    from objectives.fitting import coverage, interval_fit
+    from objectives.fitting.validation import predict
 
     gens = run_generations(runs)
     parts = []
@@ -108,10 +108,10 @@ def check(runs: pd.DataFrame, loso: pd.DataFrame, max_nfev: int = 400, residuals
     res = interval_fit.residual_table(pd.concat(parts, ignore_index=True), predict(runs))
     if residuals_path:
         with open(residuals_path, "w") as fh:
-            fh.write(f"# written by `{command or 'python -m objectives.fit --hold-out-generation'}`: each published "
+            fh.write(f"# written by `{command or 'python -m objectives.fitting.fit --hold-out-generation'}`: each published "
                      "run predicted by factors fitted without its GPU generation; log_ratio = log(predicted / measured)\n")
             res.to_csv(fh, index=False, float_format="%.6g", lineterminator="\n")
         res = interval_fit.read_residuals(residuals_path)  # as stored (6 digits)
-    table = generation_summary(res, interval_fit.unseen_generation(loso, res))
-    table["coverage_widened"] = generation_summary(res, interval_fit.widened_generation(loso, res))["coverage"]
+    table = generation_summary(res, coverage.unseen_generation(loso, res))
+    table["coverage_widened"] = generation_summary(res, coverage.widened_generation(loso, res))["coverage"]
     return table, res
