@@ -42,9 +42,10 @@ def test_cp_ring_across_nodes_steps_at_the_nic():
     assert out["n_microbatches"][0] == 1
     assert out["time_cp_comm_s"][0] == pytest.approx(expected, rel=1e-9)
     assert fwd == pytest.approx(max(31 * hop - 32 * w, 0.0) + w)  # the last step's attention hides nothing
-    # not negligible: 0.092 s against 0.64 s of compute, a seventh of the step (the fit of 2026-12-03; its
-    # attention is what hides the hops, so the share moves with the fitted attention rate)
-    assert expected > 0.10 * out["time_compute_s"][0]
+    # not negligible: 0.043 s against 0.69 s of compute, a sixteenth of the step (the refit after the Qwen3
+    # MXFP8 rows of 26.06+ left the table, megatron-core attn_kernel_scale 0.70 -> 0.62: slower attention
+    # hides more of each hop; the share moves with the fitted attention rate, the exact value above does not)
+    assert expected > 0.05 * out["time_compute_s"][0]
 
 
 def test_cp_search_no_longer_picks_the_cross_node_ring():
