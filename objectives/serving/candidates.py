@@ -4,7 +4,8 @@ gives, the layout rules every instance obeys, and the block-wise evaluation of e
 
 The rules (objectives/serving/search.py's module doc): tensor parallelism inside the NVLink domain
 (``scaleup_size``); attention data parallelism and expert parallelism only on an MoE model, ep splitting the
-experts and the stage's tp x attn_dp GPUs; a cell the row gives fixes its column.
+experts and the stage's tp x attn_dp GPUs (a given ``etp`` with ep making them: objectives/serving/experts.py); a
+cell the row gives fixes its column.
 """
 
 from __future__ import annotations
@@ -38,13 +39,17 @@ def with_given(values, cells: np.ndarray) -> tuple:
 
 
 def layout_ok(floats: Columns, given: dict[str, np.ndarray], columns: Sequence[str], grid: np.ndarray,
-              tp: np.ndarray, adp: np.ndarray, ep: np.ndarray) -> np.ndarray:
+              tp: np.ndarray, adp: np.ndarray, ep: np.ndarray, etp: np.ndarray | None = None) -> np.ndarray:
     """(rows, k) mask of the candidates (``grid``, (k, len(columns)); ``tp``, ``adp``, ``ep`` its columns as
-    (1, k) rows) that obey the rules (module doc) and agree with each row's given cells."""
+    (1, k) rows) that obey the rules (module doc) and agree with each row's given cells; ``etp``: each row's
+    given expert tensor parallelism (NaN blank), which fixes ep to tp x attn_dp / etp (objectives/serving/experts.py)."""
     moe = (floats["moe_experts"] > 0)[:, None]
     ok = tp <= np.maximum(floats["scaleup_size"], 1.0)[:, None]
     ok &= np.where(moe, (np.mod(tp * adp, ep) == 0) & (np.mod(floats["moe_experts"][:, None], ep) == 0),
                    (ep == 1) & (adp == 1))
+    if etp is not None and not np.isnan(etp).all():
+        cell = etp[:, None]
+        ok &= np.isnan(cell) | (ep * cell == tp * adp)
     for i, name in enumerate(columns):
         cell = given[name][:, None]
         ok &= np.isnan(cell) | (grid[:, i][None, :] == cell)

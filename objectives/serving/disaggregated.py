@@ -56,6 +56,8 @@ def prefill_columns(c) -> dict:
     for field, name in PREFILL_GPU_COLUMNS.items():
         if name in c:
             out[field] = c[name]
+    if "etp" in c:  # the prefill instance's experts over its own tp x attn_dp / ep (objectives/serving/experts.py)
+        out["etp"] = np.broadcast_to(np.nan, np.shape(c["etp"]))
     return out
 
 

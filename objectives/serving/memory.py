@@ -5,7 +5,8 @@ hold, objectives.training.layout's rule for training): attention split over the 
 (MLA's down projections replicated on each, Megatron-Core and TensorRT-LLM alike), dense feed-forward
 layers, shared experts and the router over tp (under attention data parallelism each group holds its own
 copy, as TensorRT-LLM's DeepSeek and Llama 4 models run their dense MLPs with ``overridden_tp_size``),
-routed experts over all tp x attn_dp GPUs of the stage (``ep`` ranks, each expert split over the rest).
+routed experts over all tp x attn_dp GPUs of the stage (``ep`` ranks, each expert split over the ``etp``
+of each expert group: objectives/serving/experts.py).
 Linear layers at the row's ``precision``: 2, 1 or 0.5625 bytes per weight (NVFP4: 4-bit values and one
 E4M3 scale per 16, NVIDIA "Introducing NVFP4", 2025); embeddings and the output layer in bf16 (ModelOpt
 quantizes neither), vocabulary-parallel over tp, both tables on a one-stage instance.
@@ -36,6 +37,7 @@ import numpy as np
 from objectives.base import as_codes, lookup, select
 from objectives.serving.designs import PerDesign
 from objectives.serving.engines import engine_trait
+from objectives.serving.experts import expert_layout_bad
 from objectives.table import is_constant
 from objectives.training.memory import GIB_PER_GB
 
@@ -84,7 +86,7 @@ class ServingMemory(PerDesign):
         "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer",
         "params_embedding", "kv_cache_bytes_per_token", "tp", "pp", "ep", "attn_dp", "precision", "kv_precision", "engine",
         "input_len", "output_len", "gpu_hbm_gb", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
-        "max_batch_size", "max_num_tokens", "kv_mem_frac", "spec_weights_gb",
+        "max_batch_size", "max_num_tokens", "kv_mem_frac", "spec_weights_gb", "etp",
     )
     provides = {
         "weights_gb": "GB; weights per GPU (the busiest stage: its layers' shards, embeddings in bf16)",
@@ -100,7 +102,8 @@ class ServingMemory(PerDesign):
         "max_concurrency": "requests; most requests in flight per instance: the KV cache at the engine's reservation, "
                            "capped by batch_limit",
         "con_kv": "GB; one request's KV per GPU minus the capacity (> 0: not even one request fits)",
-        "con_layout": "flag; 1 where the mapping cannot lay out (tp, ep or pp does not divide what it splits)",
+        "con_layout": "flag; 1 where the mapping cannot lay out (tp, ep or pp does not divide what it splits, or "
+                      "ep x etp is not tp x attn_dp)",
         "con_precision": "flag; 1 where the GPU has no tensor cores for the precision, or no format for the KV precision",
     }
 
@@ -136,6 +139,8 @@ class ServingMemory(PerDesign):
         if np.any(ep > 1):
             layout = layout | (np.mod(c["moe_experts"], ep) != 0) | (np.mod(gpus_stage, ep) != 0) \
                 | ((c["moe_experts"] <= 0) & (ep > 1))
+        # a given etp with ep makes the stage's GPUs (objectives/serving/experts.py)
+        layout = layout | expert_layout_bad(c)
         rates = (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
         precision = ~(select(prec, rates) > 0) | ~(select(kvp, rates) > 0)
         out = {

@@ -48,6 +48,9 @@ SERVING_DEFAULTS: dict[str, float] = {
     "pp": 1.0, "ep": 1.0, "attn_dp": 1.0, "kv_precision": 0.0, "engine": 0.0, "serving": 0.0, "replicas": np.nan,
     "concurrency": np.nan, "request_rate_per_s": np.nan, "ttft_slo_s": np.nan, "tpot_slo_s": np.nan,
     "max_batch_size": np.nan, "max_num_tokens": np.nan, "kv_mem_frac": np.nan,
+    # expert tensor parallelism: each routed expert split over etp GPUs, ep x etp = tp x attn_dp (blank: tp x
+    # attn_dp / ep, TensorRT-LLM's default; objectives/serving/experts.py)
+    "etp": np.nan,
     # MoE under attention data parallelism: 0 all-gather and reduce-scatter (the engines' default), 1 all-to-all
     "moe_all_to_all": 0.0,
     # attention data parallelism: 1 where the groups take their prompts in the same steps (TensorRT-LLM
@@ -73,7 +76,7 @@ SERVING_REQUIRED: dict[str, float] = {
     "gpu_bf16_tflop_s": 0, "gpu_gemm_eff_bf16": 0, "gpu_hbm_gb": 0, "gpu_hbm_tbyte_s": 0,
     "scaleup_size": 1, "scaleup_gbyte_s": 0, "nic_gbyte_s": 0,
 }
-_INTEGERS = ("n_gpus", "input_len", "output_len", "tp", "pp", "ep", "attn_dp", "replicas", "max_batch_size",
+_INTEGERS = ("n_gpus", "input_len", "output_len", "tp", "pp", "ep", "attn_dp", "etp", "replicas", "max_batch_size",
              "prefill_n_gpus", "prefill_tp", "prefill_pp", "prefill_ep", "prefill_attn_dp",
              "max_num_tokens", "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "attn_window", "spec_tokens")
 #: optional numeric columns that must be > 0 where given
@@ -209,6 +212,7 @@ def _check_mapping(floats: Columns) -> None:
         raise InputError(f"tp*attn_dp*pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = {t[row] * d[row] * p[row]:g} is not "
                          f"n_gpus = {n[row]:g} (n_gpus counts the GPUs of one model instance; replicas adds instances)",
                          column="n_gpus", row=row)
+    _check_expert_tp(floats)
     # the prefill instance of a disaggregated row: its blank cells are the decode instance's
     disaggregated = distinct_cells(floats["serving"]) == 1
     if not disaggregated.any():
@@ -224,3 +228,31 @@ def _check_mapping(floats: Columns) -> None:
         raise InputError(f"prefill_tp*prefill_attn_dp*prefill_pp = {t[row]:g}*{d[row]:g}*{p[row]:g} = "
                          f"{t[row] * d[row] * p[row]:g} is not prefill_n_gpus = {n[row]:g} (a blank prefill cell is the "
                          "decode instance's)", column="prefill_n_gpus", row=row)
+
+
+def _check_expert_tp(floats: Columns) -> None:
+    """A given etp (objectives/serving/experts.py) is >= 1, on an MoE model, and splits the stage's tp x attn_dp
+    GPUs and each expert's hidden size d_ff (TensorRT-LLM's fused MoE splits the intermediate size over
+    moe_tp_size); ep x etp = tp x attn_dp is the mapping's, checked by the model (con_layout: ep may be searched)."""
+    etp = distinct_cells(floats["etp"])
+    if np.isnan(etp).all():
+        return
+    etp, t, d, ff, experts = np.broadcast_arrays(etp, *(distinct_cells(floats[k]) for k in ("tp", "attn_dp", "d_ff",
+                                                                                        "moe_experts")))
+    given = ~np.isnan(etp)
+    row = bad_row(given & ~(etp >= 1))
+    if row is not None:
+        raise InputError(f"{etp[row]:g} is not valid; needs a whole number >= 1 (or blank: tp*attn_dp/ep)", column="etp",
+                         row=row)
+    row = bad_row(given & (etp > 1) & ~(experts > 0))
+    if row is not None:
+        raise InputError(f"{etp[row]:g} needs an MoE model (expert tensor parallelism splits routed experts; this "
+                         "model has none)", column="etp", row=row)
+    row = bad_row(given & (np.mod(t * d, etp) != 0))
+    if row is not None:
+        raise InputError(f"{etp[row]:g} does not divide tp*attn_dp = {t[row] * d[row]:g} (each expert's slices lie on "
+                         "GPUs of one pipeline stage)", column="etp", row=row)
+    row = bad_row(given & (np.mod(ff, etp) != 0))
+    if row is not None:
+        raise InputError(f"{etp[row]:g} does not divide the experts' hidden size d_ff = {ff[row]:g}", column="etp",
+                         row=row)

@@ -148,7 +148,7 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
                                   (col("pp")[layout], "g"), " do not split n_heads ", (col("n_heads")[layout], "g"),
                                   ", n_kv_heads ", (col("n_kv_heads")[layout], "g"), ", moe_experts ",
                                   (col("moe_experts")[layout], "g"), ", n_layers ", (col("n_layers")[layout], "g"),
-                                  " (tp must divide the heads, ep the experts and tp x attn_dp)"])
+                                  " (tp must divide the heads, ep the experts and tp x attn_dp; a given etp x ep make tp x attn_dp)"])
     todo &= ~layout
     prefill_layout = todo & (col("con_prefill_layout") > 0)
     if prefill_layout.any():

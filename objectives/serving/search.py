@@ -4,10 +4,12 @@ As objectives.mapping does for training: every row's candidates are the combinat
 :data:`SERVING_CHOICES` (or the caller's) that make its instance (tp x attn_dp x pp = n_gpus) and agree with
 the cells it gives, pruned of what no practitioner runs (tensor parallelism beyond the NVLink domain,
 attention data parallelism or expert parallelism on a dense model, ep that does not split the experts and
-the stage's GPUs); all of them are evaluated in one vectorized call of the serving performance modules (each
-with its concurrency resolved: given, the largest meeting the row's targets, or from its request rate), and
-the row keeps the candidate serving the most output tokens per second per GPU among the feasible ones (ties
-to the shorter TTFT), or, where none is feasible, the least violating. The winners are then evaluated with
+the stage's GPUs, or that does not make them with a given ``etp``: expert tensor parallelism is not searched,
+tp x attn_dp / ep where blank as TensorRT-LLM derives it, objectives/serving/experts.py); all of them are
+evaluated in one vectorized call of the serving performance modules (each with its concurrency resolved:
+given, the largest meeting the row's targets, or from its request rate), and the row keeps the candidate
+serving the most output tokens per second per GPU among the feasible ones (ties to the shorter TTFT), or,
+where none is feasible, the least violating. The winners are then evaluated with
 every module (economics included). A row that gives every mapping cell is evaluated as it is.
 
 A disaggregated row's prefill pool (``prefill_n_gpus``, ``prefill_tp``, ... blank) is searched next, its
@@ -53,7 +55,7 @@ def _valid(floats: Columns, given: dict[str, np.ndarray], grid: np.ndarray) -> n
     """(rows, k) mask of the candidates each row may run (module doc)."""
     tp, pp, ep, adp = (grid[:, i][None, :] for i in range(4))
     return (tp * adp * pp == floats["n_gpus"][:, None]) & layout_ok(floats, given, SERVING_MAPPING_COLUMNS, grid, tp,
-                                                                     adp, ep)
+                                                                     adp, ep, floats.get("etp"))
 
 
 def _best(rows: np.ndarray, out: Columns) -> np.ndarray:

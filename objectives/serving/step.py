@@ -15,6 +15,7 @@ same per operator, inference-measurements.md 2.5), and the classes add:
 - Routed experts: only the experts the step's T tokens touch are read, E_local x (1 - (1 - k/E)^T) of the
   GPU's local experts (top-k routing spread evenly: the chance an expert misses every token), against
   2 x k x (expert parameters) FLOPs per token over the stage's GPUs.
+  Each expert is split over ``etp`` GPUs, each GEMM d_ff / etp wide (objectives/serving/experts.py).
 - The output layer (bf16) for the tokens that sample: every decode token and each finished prefill.
 - Decode attention reads every decoding request's KV (its mean context ISL + OSL/2, a window at most in a
   windowed layer) against 2 x heads x (qk + v) FLOPs per cached token: GQA's query heads of the GPU over
@@ -59,9 +60,10 @@ import numpy as np
 
 from objectives.base import as_codes, lookup, select
 from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
+from objectives.serving.experts import expert_all_to_all, expert_tp
 from objectives.serving.latency import latency_design, latency_step
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
-from objectives.training.collectives import Tiers, all_reduce_terms, all_to_all_terms, p2p_terms, reduce_scatter_terms
+from objectives.training.collectives import Tiers, all_reduce_terms, p2p_terms, reduce_scatter_terms
 from objectives.training.transformer import attended_keys
 
 __all__ = ["StepModel", "step_design", "experts_touched", "STEP_COLUMNS", "IMBALANCE_MAX"]
@@ -74,7 +76,7 @@ STEP_COLUMNS = (
     "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer", "precision",
     "kv_precision", "engine", "input_len", "output_len", "prefix_hit_frac", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s",
     "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa3",
-    "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel", "host_grace", "latency_tuned",
+    "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel", "host_grace", "latency_tuned", "etp",
 )
 
 
@@ -149,7 +151,7 @@ def step_design(c, cal) -> dict[str, np.ndarray]:
                         / _fill(np.minimum(h, dense_width), n_half) + moe_layers * shared
                         / _fill(np.minimum(h, shared_width), n_half)) / rate
     expert_mem = bpw * moe_layers * c["params_expert_layer"] / g / bw  # every local expert of the stage
-    expert_split = np.maximum(g / c["ep"], 1.0)  # each expert split over g / ep GPUs
+    expert_split = expert_tp(c)  # each expert split over etp GPUs (blank: g / ep; objectives/serving/experts.py)
     # the busiest expert-parallel GPU gets more than its share of the routed tokens, and grouped expert
     # GEMMs run at expert_gemm_scale of a dense GEMM's rate. The imbalance is that of the sum of the
     # n = E / ep experts a GPU holds, each expert's load spread with coefficient of variation
@@ -234,7 +236,8 @@ def step_design(c, cal) -> dict[str, np.ndarray]:
 
     piped = p > 1
     ar0, ar1 = linear(all_reduce_terms, row, t, 1.0, n_ar)
-    a2a0, a2a1 = linear(all_to_all_terms, a2a_row, g, 1.0, n_a2a)
+    # over the ep ranks of an expert group, the etp slices of each expert gathered and reduced (experts.py)
+    a2a0, a2a1 = expert_all_to_all(linear, a2a_row, c["ep"], expert_split, n_a2a, lat)
     # the all-gather and reduce-scatter carry every group's own tokens, not the busiest group's padded to
     # g copies (TensorRT-LLM fused_moe: allgather / reducescatter with ``sizes=all_rank_num_tokens``
     # unless ``use_dp_padding``, which only CUDA-graphed decode steps set): per token of the stage
@@ -258,7 +261,8 @@ def step_design(c, cal) -> dict[str, np.ndarray]:
     graphs = lookup(_GRAPHS, engine)
     graph_max = lookup(_GRAPH_MAX, engine)
     # a latency-tuned deployment's decode step (objectives/serving/latency.py): fused one-shot all-reduces, kernels' floor
-    lat_comm0, lat_floor = latency_design(c, layers, moe_layers, n_ar + n_a2a + 2.0 * n_gather + piped, lat, comm0)
+    lat_comm0, lat_floor = latency_design(c, layers, moe_layers, n_ar + n_a2a * (1.0 + (expert_split > 1))
+                                         + 2.0 * n_gather + piped, lat, comm0)
     return {"latency_tuned": c["latency_tuned"], "lat_comm0": lat_comm0, "lat_floor": lat_floor,
             "dense_mem": dense_mem, "dense_flop": dense_flop, "expert_mem": expert_mem, "imbalance": imbalance,
             "expert_flop": expert_flop, "expert_half": expert_half, "log_miss": log_miss, "act_stage": act_stage,
