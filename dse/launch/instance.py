@@ -5,9 +5,10 @@ instance's), each launched as its own pool (objectives/serving/disaggregated.py)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dse.launch.design import Design, label, number, whole
+from dse.launch.speculation import Speculation, speculation
 
 __all__ = ["Instance", "instances", "cuda_graph_sizes"]
 
@@ -29,6 +30,8 @@ class Instance:
     #                           prefill pool's, which the model derives from its own memory and does not store)
     kv_frac: float  # the engine's KV memory share the model used (kv_mem_frac, or the engine's default)
     max_seq_len: int  # input_len + output_len
+    spec: Speculation  # speculative decoding, and latency tuning (the decode or aggregated instance's only)
+    etp: int = 1  # expert tensor parallelism: each routed expert split over etp GPUs (objectives/serving/experts.py)
 
     def per_group(self, total: int) -> int:
         """``total`` (requests) per attention data-parallel group, rounded up."""
@@ -54,14 +57,25 @@ def instances(design: Design) -> list[Instance]:
                 kv_frac=_kv_frac(row, engine),
                 max_seq_len=(whole(row, "input_len", 0) or 0) + (whole(row, "output_len", 0) or 0))
     mapping = {c: whole(row, c, 1) for c in ("tp", "pp", "ep", "attn_dp")}
+    spec = speculation(row)
     first = Instance(role="decode" if disaggregated else "aggregated", n_gpus=whole(row, "n_gpus", 1),
-                     concurrency=whole(row, "concurrency"), **mapping, **base)
+                     concurrency=whole(row, "concurrency"), spec=spec, etp=_etp(mapping, whole(row, "etp")), **mapping,
+                     **base)
     if not disaggregated:
         return [first]
     prefill = {c: whole(row, f"prefill_{c}", mapping[c]) for c in mapping}
     n = whole(row, "prefill_n_gpus", first.n_gpus)
     base["token_budget"] = whole(row, "max_num_tokens")  # given: both pools'; blank: the prefill's own, unstored
-    return [first, Instance(role="prefill", n_gpus=n, concurrency=None, **prefill, **base)]
+    # the prefill pool speculates as the decode pool does (its first step drafts too) but runs no decode steps to
+    # tune for latency; its experts over its own GPUs (objectives/serving/disaggregated.py prefill_columns)
+    return [first, Instance(role="prefill", n_gpus=n, concurrency=None, spec=replace(spec, latency_tuned=False),
+                            etp=_etp(prefill, None), **prefill, **base)]
+
+
+def _etp(mapping: dict, given: int | None) -> int:
+    """Expert tensor parallelism: the design's, else tp x attn_dp / ep (TensorRT-LLM's default,
+    objectives/serving/experts.py)."""
+    return given if given else max((mapping["tp"] * mapping["attn_dp"]) // max(mapping["ep"], 1), 1)
 
 
 def cuda_graph_sizes(largest: int) -> list[int]:

@@ -23,13 +23,24 @@ DISAGGREGATED_FILE = "disaggregated.txt"
 def _mapping(inst: Instance) -> str:
     parts = [f"tp {inst.tp}", f"pp {inst.pp}"] + [f"{c} {getattr(inst, c)}" for c in ("ep", "attn_dp")
                                                   if getattr(inst, c) > 1]
+    if inst.ep > 1 and inst.etp > 1:
+        parts.append(f"etp {inst.etp}")
     return " x ".join(parts)
+
+
+def _tuning(inst: Instance) -> str:
+    """', mtp with 3 draft tokens, latency-tuned' (dse/launch/speculation.py), or ''."""
+    spec = inst.spec
+    words = ([f"{spec.method} with {spec.tokens} draft tokens"] if spec.on else []) \
+        + (["latency-tuned"] if spec.latency_tuned else [])
+    return "".join(f", {w}" for w in words)
 
 
 def _comment(design: Design, inst: Instance) -> list[str]:
     row = design.row
     load = f", {inst.concurrency} requests in flight" if inst.concurrency else ""
-    return [f"Serve {inst.model} on {inst.n_gpus} x {row.get('gpu', 'GPU')} ({_mapping(inst)}{load}): the {inst.role} "
+    return [f"Serve {inst.model} on {inst.n_gpus} x {row.get('gpu', 'GPU')} ({_mapping(inst)}{load}{_tuning(inst)}): "
+            f"the {inst.role} "
             f"instance of design {design.name!r}", f"of run {design.run_name} ({design.how}).",
             f"MODEL: a checkpoint of {inst.model} with {inst.precision} weights (the engine takes the weights' "
             "precision from the checkpoint).", "Values are the model's choice; check them against the engine's docs "

@@ -8,13 +8,23 @@
   -> ``--max-num-batched-tokens``; input + output length -> ``--max-model-len``;
 - the model's share of the whole HBM for weights, activations and KV (0.90 by default) ->
   ``--gpu-memory-utilization``; the KV cache's precision -> ``--kv-cache-dtype`` (fp8, or auto: the
-  model's dtype).
+  model's dtype);
+- speculative decoding (dse/launch/speculation.py) -> ``--speculative-config`` JSON (vllm/config/speculative.py
+  SpeculativeConfig): ``method`` mtp (the target's own MTP module; vLLM takes the draft from the target's
+  checkpoint) or eagle3 with ``model`` the head of speculative.yaml, ``num_speculative_tokens`` = the draft
+  length; a separate draft model (``draft_model``) needs a checkpoint the catalog does not name: not written;
+- latency tuning -> ``--max-cudagraph-capture-size 8`` (CUDA graphs up to the model's batch 8); vLLM's
+  all-reduce fusion and async scheduling are not written (no vLLM 0.11 source read confirms them with
+  speculative decoding), said so.
 """
 
 from __future__ import annotations
 
+import json
+
 from dse.launch.instance import Instance
 from dse.launch.output import Output, Raw, command_text
+from dse.launch.speculation import GRAPH_MAX_BATCH
 
 __all__ = ["vllm_files"]
 
@@ -24,14 +34,34 @@ def vllm_files(inst: Instance, stem: str) -> tuple[Output, str]:
     out = Output()
     kv = out.kv_cache_dtype(inst.kv_precision, {"fp8": "fp8", "bf16": "auto"}, "vLLM")
     if inst.ep > 1 and inst.ep != inst.tp * inst.attn_dp:
-        out.notes.append(f"the {inst.role} instance's ep is {inst.ep}; vLLM's --enable-expert-parallel spreads "
-                         f"the experts over all tp x dp = {inst.tp * inst.attn_dp} ranks")
+        out.notes.append(f"the {inst.role} instance's ep is {inst.ep} (each expert over etp {inst.etp} GPUs); vLLM's "
+                         "--enable-expert-parallel spreads whole experts over all tp x dp = "
+                         f"{inst.tp * inst.attn_dp} ranks (etp 1), and without it splits every expert over them: it "
+                         "has no expert tensor parallelism inside an expert group")
+    spec = inst.spec
+    speculative = None
+    if spec.on:
+        config = {"mtp": {"method": "mtp"}, "eagle3": {"method": "eagle3", "model": spec.draft}}.get(spec.method)
+        if config is None or (spec.method == "eagle3" and not spec.draft):
+            out.notes.append(f"the design speculates with {spec.method} ({spec.tokens} draft tokens), but "
+                             "objectives/catalog/speculative.yaml names no draft checkpoint for it: no "
+                             "--speculative-config is written (vLLM's method "
+                             f"{'draft_model' if spec.method == 'draft' else 'eagle3'} with its model and "
+                             f"num_speculative_tokens {spec.tokens})")
+        else:
+            speculative = json.dumps({**config, "num_speculative_tokens": spec.tokens}, separators=(",", ":"))
+    if spec.latency_tuned:
+        out.notes.append(f"latency-tuned: CUDA graphs up to batch {GRAPH_MAX_BATCH} (--max-cudagraph-capture-size); "
+                         "vLLM's fused all-reduce and async scheduling are not written (not confirmed for vLLM 0.11 "
+                         "with these options)")
     args = {"--tensor-parallel-size": inst.tp, "--pipeline-parallel-size": inst.pp,
             "--data-parallel-size": inst.attn_dp if inst.attn_dp > 1 else None,
             "--enable-expert-parallel": True if inst.ep > 1 else None,
             "--max-num-seqs": inst.per_group(inst.concurrency) if inst.concurrency else None,
             "--max-num-batched-tokens": inst.token_budget, "--max-model-len": inst.max_seq_len or None,
-            "--gpu-memory-utilization": round(inst.kv_frac, 4), "--kv-cache-dtype": kv}
+            "--gpu-memory-utilization": round(inst.kv_frac, 4), "--kv-cache-dtype": kv,
+            "--speculative-config": speculative,
+            "--max-cudagraph-capture-size": GRAPH_MAX_BATCH if spec.latency_tuned else None}
     args = {k: v for k, v in args.items() if v is not None}
     out.emit("vllm-serve", args)
     model = Raw(f'"${{MODEL:?set MODEL to a checkpoint of {inst.model} with {inst.precision} weights}}"')
