@@ -7,6 +7,7 @@ of their kind. Bad input is one line and exit 2."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
@@ -14,13 +15,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
 from dse.cli import main
 from dse.launch import launch_files
-from dse.launch.design import pick
+from dse.launch.design import label, pick
 from dse.launch.options import SYNTAX, TARGETS, documented, flags_in, keys_in, targets
 from dse.launch.output import Output
 from dse.report.buyer import recommend
@@ -164,7 +166,11 @@ def test_serving_engine(serving_run):
         assert (int(cmd["--max_batch_size"]), int(cmd["--max_num_tokens"]), int(cmd["--max_seq_len"])) == (load, budget, seq)
         extra = yaml.safe_load(files["extra-llm-api-options.yaml"])
         assert extra["kv_cache_config"] == {"free_gpu_memory_fraction": 0.9, "dtype": "fp8"}
-        assert extra["cuda_graph_config"]["batch_sizes"][-1] == load and extra["cuda_graph_config"]["enable_padding"]
+        if whole(row, "latency_tuned"):  # the min-latency guides' graphs up to batch 8 (objectives/serving/latency.py)
+            assert extra["cuda_graph_config"] == {"enable_padding": True, "max_batch_size": 8}
+            assert extra["disable_overlap_scheduler"] is False
+        else:
+            assert extra["cuda_graph_config"]["batch_sizes"][-1] == load and extra["cuda_graph_config"]["enable_padding"]
         assert cmd["--extra_llm_api_options"].endswith("/extra-llm-api-options.yaml")
     elif engine == "vllm":
         cmd = command(files["vllm-serve.sh"])
@@ -179,6 +185,16 @@ def test_serving_engine(serving_run):
             (load, budget, seq)
         assert (cmd["--kv-cache-dtype"], float(cmd["--mem-fraction-static"])) == ("fp8_e4m3", 0.88)
     assert f"with {row['precision']} weights" in next(t for n, t in files.items() if n.endswith(".sh"))
+    # the space sweeps EAGLE-3 and the latency-tuned step: the recommended design's, as each engine spells them
+    k = whole(row, "spec_draft_tokens") if label(row, "spec_decode") == "eagle3" else 0
+    if engine == "trtllm":
+        assert extra.get("speculative_config", {}).get("max_draft_len", 0) == k
+    elif engine == "vllm":
+        assert json.loads(cmd.get("--speculative-config", '{"num_speculative_tokens": 0}'))["num_speculative_tokens"] == k
+        assert int(cmd.get("--max-cudagraph-capture-size", 0)) == 8 * whole(row, "latency_tuned")
+    else:
+        assert int(cmd.get("--speculative-num-steps", 0)) == k
+        assert int(cmd.get("--cuda-graph-max-bs", 0)) == 8 * whole(row, "latency_tuned")
 
 
 def test_disaggregated_pools_with_attention_dp(deepseek):
@@ -215,6 +231,100 @@ def test_disaggregated_pools_with_attention_dp(deepseek):
             assert (int(d["--tp-size"]), int(d["--dp-size"])) == (whole(row, "tp") * whole(row, "attn_dp"), whole(row, "attn_dp"))
             assert d["--enable-dp-attention"] is True and int(d["--ep-size"]) == whole(row, "ep")
             assert int(d["--chunked-prefill-size"]) == whole(row, "token_budget") * whole(row, "attn_dp")
+
+
+def written_names(name: str, text: str) -> tuple[str | None, list[str]]:
+    """(the options.yaml target of a written file, the option names it writes)."""
+    target = next((t for prefix, t in FILE_TARGETS if name.startswith(prefix)), None)
+    if target is None:
+        return None, []
+    if name.endswith(".txt"):
+        return target, list(overrides(text))
+    if name.endswith(".yaml"):
+        return target, keys_in(yaml.safe_load(text))
+    return target, flags_in("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+
+
+def assert_documented(files: dict[str, str]) -> None:
+    for name, text in files.items():
+        target, names = written_names(name, text)
+        extra = [n for n in names if target and n not in documented(target)]
+        assert not extra, f"{name} writes {extra}, not in dse/launch/options.yaml's {target}"
+
+
+def speculating(design, engine: str, **columns):
+    """The design on ``engine`` with ``columns`` set (a speculative or latency-tuned variant of its row), launched."""
+    design.row = design.row.copy()
+    design.row["engine"] = engine
+    for k, v in columns.items():
+        design.row[k] = v
+    written = launch_files(design, serving=True)
+    WRITTEN[f"{design.run_name}:{engine}:{sorted(columns.items())}"] = written.files
+    assert_documented(written.files)
+    return written
+
+
+def test_mtp_deepseek_r1_latency_tuned_with_expert_tensor_parallelism(deepseek):
+    """DeepSeek-R1 with MTP (3 draft tokens) and the latency-tuned step on 8 GPUs, tp 8 with ep 4 (etp 2): each
+    engine's speculative, CUDA-graph and expert options, every name one options.yaml documents, every value
+    the design's."""
+    run = load_run(deepseek)
+    mtp = dict(serving="aggregated", n_gpus=8, tp=8, attn_dp=1, pp=1, ep=4, etp=np.nan, spec_decode="mtp",
+               spec_tokens=3, spec_draft_tokens=3, latency_tuned=1, concurrency=4)
+    written = speculating(pick(run, None), "trtllm", **mtp)
+    extra = yaml.safe_load(written.files["extra-llm-api-options.yaml"])
+    assert extra["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 3}
+    assert extra["cuda_graph_config"] == {"enable_padding": True, "max_batch_size": 8}  # objectives/serving/latency.py
+    assert extra["disable_overlap_scheduler"] is False and extra["moe_tensor_parallel_size"] == 2
+    script = written.files["trtllm-serve.sh"]
+    assert "TRTLLM_ENABLE_PDL=1 trtllm-serve" in script
+    cmd = command(script)
+    assert (int(cmd["--tp_size"]), int(cmd["--ep_size"])) == (8, 4)  # tp_size = moe_tp 2 x moe_ep 4
+    assert "mtp with 3 draft tokens, latency-tuned" in script and "ep 4 x etp 2" in script
+
+    cmd = command(speculating(pick(run, None), "vllm", **mtp).files["vllm-serve.sh"])
+    assert json.loads(cmd["--speculative-config"]) == {"method": "mtp", "num_speculative_tokens": 3}
+    assert int(cmd["--max-cudagraph-capture-size"]) == 8
+
+    written = speculating(pick(run, None), "sglang", **mtp)
+    cmd = command(written.files["sglang-launch.sh"])
+    assert cmd["--speculative-algorithm"] == "EAGLE" and "--speculative-draft-model-path" not in cmd
+    assert (int(cmd["--speculative-num-steps"]), int(cmd["--speculative-eagle-topk"]),
+            int(cmd["--speculative-num-draft-tokens"])) == (3, 1, 4)  # a chain of 3 drafts: 3 + 1 tokens verified
+    assert int(cmd["--cuda-graph-max-bs"]) == 8 and int(cmd["--ep-size"]) == 4
+    # a latency-tuned row off: the CUDA graphs as before, no PDL, no overlap key
+    off = speculating(pick(run, None), "trtllm", **{**mtp, "latency_tuned": 0, "spec_decode": "none"})
+    extra = yaml.safe_load(off.files["extra-llm-api-options.yaml"])
+    assert "speculative_config" not in extra and "disable_overlap_scheduler" not in extra
+    assert extra["cuda_graph_config"]["batch_sizes"] == [1, 2, 4] and "PDL" not in off.files["trtllm-serve.sh"]
+
+
+def test_eagle3_llama_on_each_engine(serving_run):
+    """Llama 3.3 70B with EAGLE-3 (4 draft tokens): the head speculative.yaml names, the draft length exact."""
+    run = load_run(serving_run)
+    design = pick(run, None)
+    engine = label(design.row, "engine")
+    written = speculating(design, engine, spec_decode="eagle3", spec_tokens=4, spec_draft_tokens=4, latency_tuned=0)
+    head = "RedHatAI/Llama-3.3-70B-Instruct-speculator.eagle3"
+    if engine == "trtllm":
+        extra = yaml.safe_load(written.files["extra-llm-api-options.yaml"])
+        assert extra["speculative_config"] == {"decoding_type": "Eagle", "max_draft_len": 4,
+                                               "speculative_model_dir": head, "eagle3_one_model": True}
+        assert "cuda_graph_config" in extra and "disable_overlap_scheduler" not in extra
+        assert "download it" in written.files["README.txt"]
+    elif engine == "vllm":
+        cmd = command(written.files["vllm-serve.sh"])
+        assert json.loads(cmd["--speculative-config"]) == {"method": "eagle3", "model": head, "num_speculative_tokens": 4}
+        assert "--max-cudagraph-capture-size" not in cmd
+    else:
+        cmd = command(written.files["sglang-launch.sh"])
+        assert (cmd["--speculative-algorithm"], cmd["--speculative-draft-model-path"]) == ("EAGLE3", head)
+        assert (int(cmd["--speculative-num-steps"]), int(cmd["--speculative-num-draft-tokens"])) == (4, 5)
+    # a draft model the catalog names no checkpoint for: nothing speculative written, the README says so
+    written = speculating(pick(run, None), engine, spec_decode="draft", spec_tokens=4, spec_draft_tokens=4)
+    names = [n for name, text in written.files.items() for n in written_names(name, text)[1]]
+    assert names and not [n for n in names if "speculative" in n]
+    assert "objectives/catalog/speculative.yaml names no" in written.files["README.txt"]
 
 
 def test_every_written_option_is_documented(train_run, deepseek):
