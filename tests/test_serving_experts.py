@@ -15,7 +15,7 @@ from objectives.serving.experts import expert_tp, expert_weight_bytes_per_gpu
 from objectives.serving.prepare import prepare_serving
 from objectives.serving.step import IMBALANCE_MAX, step_design
 from objectives.table import InputError
-from objectives.transformer import TransformerMath
+from objectives.training.transformer import TransformerMath
 
 H, FF, E, TOPK, MOE_LAYERS = 7168, 2048, 256, 8, 58
 EXPERT_PARAMS = E * 3 * H * FF  # gate, up and down of every routed expert of a layer: 11,274,289,152
