@@ -64,6 +64,10 @@ PRECISION = {"FP8": "fp8", "FP4": "fp4", "BF16": "bf16", "FP16": "bf16"}
 #: S3's benchmark sent 500 requests: at most 500 are ever in flight, and its throughput is that of a finite run
 #: (objectives.serving.validation.benchmark_tokens_per_s_per_gpu)
 S3_REQUESTS = 500
+#: S3's engines were built for the Triton TensorRT-LLM backend, whose build settings the page does not give: the
+#: trtllm-build defaults, ``max_num_tokens`` 8,192 (tensorrt_llm/builder.py ``BuildConfig``, v0.14-era commit
+#: 008b2b8d; ``max_batch_size`` 2,048 there, above the 500 requests), not trtllm-bench's tuned budget
+S3_MAX_NUM_TOKENS = 8192
 #: S1: "In many cases, we also use a higher KV cache percentage by setting --kv_cache_free_gpu_mem_fraction 0.95"
 S1_KV_FRACTION = 0.95
 
@@ -125,7 +129,8 @@ def build(data: Path) -> list[dict]:
             "request_rate_per_s": rate if online else "",
             "replicas": 1,  # one instance: the measured system
             "benchmark_requests": S3_REQUESTS if source == "S3" else "",
-            "max_batch_size": S3_REQUESTS if source == "S3" else "", "max_num_tokens": "",
+            "max_batch_size": S3_REQUESTS if source == "S3" else "",
+            "max_num_tokens": S3_MAX_NUM_TOKENS if source == "S3" else "",
             "kv_mem_frac": S1_KV_FRACTION if source == "S1" else "",
             "measured_output_tokens_per_s_per_gpu": round(tokens / n, 2) if tokens is not None else "",
             "measured_ttft_s": round(metrics["mean_TTFT"] / 1e3, 4) if "mean_TTFT" in metrics else "",
