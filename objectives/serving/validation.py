@@ -21,6 +21,21 @@ instance serves (X at concurrency B), the first B start at once and the other N 
     duration = N / lambda + E2E     (below saturation),     (N - B) / X + E2E     (saturated)
 
 and the run's throughput is N x OSL / duration (:func:`benchmark_tokens_per_s_per_gpu`).
+
+Its mean inter-token latency is not the steady state's either where the requests are in flight together (at
+once, or saturated: the published ITL at 32 requests/s equals that at INF, 86 against 85 ms, Llama 3.1 70B on
+H100). The prompts are then prefilled first come first served, in chunks, over K = N ISL / chunk steps
+(N in flight, per attention group), each with the decodes of the requests already through; the i-th prompt
+finishes at step K i / N, uniform over the burst, and its O = OSL - 1 gaps see min(O, K (1 - u)) mixed steps
+(u its place in the burst), decode-only steps after. The mean share of a request's gaps that are mixed is
+
+    m = K / (2 O)     (O >= K: the prompts all through before the first request finishes),
+        1 - O / (2 K) (O < K)
+
+against the steady state's K / (O + n_p) (every decoding request sees every chunk, objectives/serving/batching.py:
+r ISL / chunk a step with r = B / (O + n_p)), so the burst's mean ITL is t_dec + m (t_mixed - t_dec): half the
+prefill's share of the steady state where the decodes outlast the prefill, about a whole mixed step where
+they do not (467/16 at once: 548 ms measured, one 8,192-token step) (:func:`benchmark_tpot_s`).
 """
 
 from __future__ import annotations
@@ -86,6 +101,36 @@ def benchmark_tokens_per_s_per_gpu(out, runs: pd.DataFrame) -> np.ndarray:
     return np.where(np.isfinite(n_req), finite, steady)
 
 
+def burst_mixed_share(prefill_steps, gaps):
+    """Mean share of a request's ``gaps`` (OSL - 1) inter-token gaps that fall in mixed steps when N prompts
+    are prefilled over ``prefill_steps`` K steps, first come first served (module doc): K / 2O where O >= K,
+    1 - O / 2K where O < K."""
+    k, o = np.asarray(prefill_steps, dtype=float), np.asarray(gaps, dtype=float)
+    return np.where(o >= k, k / (2.0 * np.maximum(o, 1e-12)), 1.0 - o / (2.0 * np.maximum(k, 1e-12)))
+
+
+def benchmark_tpot_s(out, runs: pd.DataFrame) -> np.ndarray:
+    """Mean inter-token latency of a finite run of ``benchmark_requests`` requests whose requests are all in
+    flight together (rate INF, or saturated), from the steady state's step times (module doc); the model's
+    steady state elsewhere."""
+    steady = np.asarray(out["tpot_s"], dtype=float)
+    if "benchmark_requests" not in runs:
+        return steady
+    n_req = pd.to_numeric(runs["benchmark_requests"], errors="coerce").to_numpy(dtype=float)
+    rate = pd.to_numeric(runs["request_rate_per_s"], errors="coerce").to_numpy(dtype=float)
+    together = np.isfinite(n_req) & (~np.isfinite(rate) | (np.asarray(out["saturated"]) > 0))
+    t_dec, t_mix = np.asarray(out["step_time_decode_s"], dtype=float), np.asarray(out["step_time_mixed_s"], dtype=float)
+    f = np.asarray(out["mixed_step_frac"], dtype=float)
+    in_flight = np.minimum(np.asarray(out["concurrency"], dtype=float), np.where(np.isfinite(n_req), n_req, np.inf))
+    prompt = runs["input_len"].to_numpy(dtype=float) * (1.0 - (pd.to_numeric(runs["prefix_hit_frac"], errors="coerce")
+                                                               .fillna(0.0).to_numpy() if "prefix_hit_frac" in runs else 0.0))
+    groups = runs["attn_dp"].to_numpy(dtype=float) if "attn_dp" in runs else 1.0
+    steps = in_flight / groups * prompt / np.maximum(np.asarray(out["prefill_chunk_tokens"], dtype=float), 1.0)
+    m = burst_mixed_share(steps, runs["output_len"].to_numpy(dtype=float) - 1.0)
+    burst = steady * (t_dec + m * (t_mix - t_dec)) / (f * t_mix + (1.0 - f) * t_dec)
+    return np.where(together, burst, steady)
+
+
 def predict(runs: pd.DataFrame, cal: ServingCalibration | None = None) -> pd.DataFrame:
     """The runs with the model's predictions and the signed and absolute percentage errors."""
     table = {c: runs[c].to_numpy() for c in DESIGN_COLUMNS if c in runs}
@@ -95,9 +140,13 @@ def predict(runs: pd.DataFrame, cal: ServingCalibration | None = None) -> pd.Dat
         result[f"predicted_{col}"] = np.asarray(out[col])
     result["predicted_steady_tokens_per_s_per_gpu"] = result["predicted_output_tokens_per_s_per_gpu"]
     result["predicted_output_tokens_per_s_per_gpu"] = benchmark_tokens_per_s_per_gpu(out, runs)
+    result["predicted_steady_tpot_s"] = result["predicted_tpot_s"]
+    result["predicted_tpot_s"] = benchmark_tpot_s(out, runs)
     finite = result["predicted_output_tokens_per_s_per_gpu"] / result["predicted_steady_tokens_per_s_per_gpu"]
+    burst = result["predicted_tpot_s"] / result["predicted_steady_tpot_s"]
     for end in ("lo", "hi"):  # the interval of a finite run: the steady state's, scaled as the run's figure
         result[f"predicted_output_tokens_per_s_per_gpu_{end}"] *= finite
+        result[f"predicted_tpot_s_{end}"] *= burst
     for what, measured in (("tokens", "measured_output_tokens_per_s_per_gpu"), ("ttft", "measured_ttft_s"),
                            ("tpot", "measured_tpot_s")):
         predicted = {"tokens": "predicted_output_tokens_per_s_per_gpu", "ttft": "predicted_ttft_s",
