@@ -1,8 +1,8 @@
 """The serving model against published serving measurements (objectives/catalog/serving_runs.csv).
 
 Bounds (issue 15, "Validation and data"): mean absolute percentage error of output tokens/s per GPU at most
-15% with every source weighing the same, and at most 20% on TPOT of the online rows (against the mean
-inter-token latency measured at a fixed request rate). No source may run away beyond 20%, and every
+15% with every source weighing the same, and on TPOT of the online rows (against the mean inter-token latency
+measured at a fixed request rate) at most 10% (issue 25; 20% in issue 15). No source may run away beyond 20%, and every
 included measurement must be one the model can serve (feasible).
 """
 
@@ -30,7 +30,9 @@ def test_headline_error(result):
 
 
 def test_online_tpot(result):
-    assert summarize(result).tpot_mape_online <= 0.20
+    """Issue 25's target, at most 10% on the 60 online rows: 9.4% with the online engines' trtllm-build token
+    budget and the finite run's burst ITL (13.5% before both; docs/serving.md)."""
+    assert summarize(result).tpot_mape_online <= 0.10
 
 
 def test_every_source(result):
