@@ -226,3 +226,37 @@ def test_a_deployment_inside_one_nvlink_domain_buys_no_scale_out_fabric():
     # the same 16 GPUs of servers in each; the spanning one adds exactly its fabric to the capex
     servers = lambda r: r["capex_usd"] - r["net_capex_usd"]
     assert servers(spanning) == pytest.approx(2 * servers(inside), rel=0.02)
+
+
+QWEN3_DEP8 = dict(model="qwen3-235b-a22b", n_gpus=8, tp=1, attn_dp=8, ep=8, precision="fp8", kv_precision="fp8",
+                  kv_mem_frac=0.95, engine="trtllm", input_len=1000, output_len=1000)
+
+
+def test_attention_dp_moe_workspace_of_the_gathered_tokens():
+    # Qwen3-235B-A22B (h 4,096, experts' d_ff 1,536, top-8) on 8 H200, TensorRT-LLM, attention DP 8, ep 8,
+    # max_num_tokens 2,048 and max_batch_size 512 a rank. The step's own workspace: 2,048 x 2 B x (4 x 4,096
+    # + 2 x 8 x 1,536) = 167,772,160 B and fp32 logits 512 x 151,936 x 4 B = 311,164,928 B. The MoE runs on the
+    # tokens gathered from the 8 ranks, in the dry run (2,048 a rank) and in the largest decode CUDA graph's
+    # pool (512 a rank): 8 x (2,048 + 512) = 20,480 tokens x 8 rows x 2 B x (2 x 4,096 + 3 x 1,536) =
+    # 4,194,304,000 B (memory.py module doc: _util.py's dry run, moe_kernels.cu's workspace)
+    row = one(**QWEN3_DEP8, max_num_tokens=2048, max_batch_size=512)
+    assert row["act_workspace_gb"] * 1e9 == pytest.approx(167_772_160 + 311_164_928 + 4_194_304_000, rel=1e-12)
+    # vLLM's data-parallel attention has no such dry run or graph pool in the model: the step's own only
+    vllm = one(**{**QWEN3_DEP8, "engine": "vllm"}, max_num_tokens=2048, max_batch_size=512)
+    assert vllm["act_workspace_gb"] * 1e9 == pytest.approx(167_772_160 + 311_164_928, rel=1e-12)
+    # one attention group (tp 8, no attention DP): none either
+    tp8 = one(**{**QWEN3_DEP8, "tp": 8, "attn_dp": 1}, max_num_tokens=2048, max_batch_size=512)
+    assert tp8["act_workspace_gb"] * 1e9 == pytest.approx(2048 * 2 * (4 * 4096 + 2 * 8 * 1536 / 8)
+                                                         + 512 * 151_936 * 4, rel=1e-12)
+
+
+def test_trtllm_bench_batch_counts_every_attention_group():
+    # trtllm-bench's heuristic knows --tp 8 only: it counts the requests the 8 GPUs' KV cache holds and sets
+    # that as max_batch_size, which the engine applies to each attention-DP rank. One rank's KV holds
+    # f = 0.95 x (151,397,597,184 - 2e9 - weights) / ((1,000 + 1,000) x 94 layers x 2 x 4 heads x 128 x 1 B)
+    # requests; the batch is min(ceil(8 f), 4,096) a rank (the budget 2,048 here: 8,192 the largest token count)
+    row = one(**QWEN3_DEP8)
+    fits = 0.95 * (151_397_597_184 - 2e9 - row["weights_gb"] * 1e9) / (2000 * 94 * 2 * 4 * 128)
+    batch = min(np.ceil(8 * fits), 4096)
+    assert batch == 4096 and row["batch_limit"] == 8 * batch
+    assert row["token_budget"] == 8192  # ceil(4,096 x 2 / 256) x 256 = 8,192, above ISL + batch = 5,096

@@ -25,7 +25,21 @@ Capacity: HBM (its binary size, 80 GB = 80 GiB, as objectives.training.memory co
 NCCL buffers (``hbm_reserved_gb``), the weights and the activation workspace, times the engine's KV share
 (objectives.serving.engines; ``kv_mem_frac`` overrides it). The workspace is one step of the token budget
 through the widest layer (the residual stream and norms, 4h, and the gate and up outputs, 2F/tp, in 16
-bits) plus fp32 logits of the batch over the vocabulary. ``max_concurrency`` is what the KV cache holds
+bits) plus fp32 logits of the batch over the vocabulary. Under attention data parallelism TensorRT-LLM's
+PyTorch backend (``trtllm``) holds more: its fused MoE runs on the tokens all-gathered from the attn_dp
+groups (fused_moe_cutlass.py: "The maximum number of tokens in MoE are multiplied by DP size when attention
+DP is enabled", ``moe_max_num_tokens`` = max_num_tokens x dp_size, no chunking by default), and it sizes the
+KV cache after a dry run of max_num_tokens on every rank (_torch/pyexecutor/_util.py ``KvCacheCreator``:
+``_create_dummy_context_requests`` repeats the requests ``tp_size`` times under attention DP;
+``peak_memory = torch_peak_memory + extra_cost``, the latter "NCCL and CUDA graphs"; ``available_kv_mem =
+(total_gpu_memory - peak_memory + ...) * fraction``) with the decode CUDA graphs captured up to
+min(max_batch_size, max_num_tokens) a rank (model_engine.py ``_filter_cuda_graph_batch_sizes``; the
+perf-overview's MoE ``llm_options`` list batch sizes to 8,192), whose private memory pool keeps that graph's
+intermediates. Each holds the CUTLASS MoE workspace of its gathered tokens, top-k rows a token, a row the
+permuted input and the fc2 output (h each), the gated fc1 output (2 d_ff / etp) and the activation's
+(d_ff / etp), 16-bit (cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu
+``getWorkspaceDeviceBufferSizes``: ``permuted_data_size``, ``glu_inter_size``, ``fc1_result_size``,
+``fc2_result_size``). ``max_concurrency`` is what the KV cache holds
 at the engine's reservation, at most the engine's batch limit, on every attention data-parallel group;
 ``con_kv`` > 0 where not even one request fits.
 """
@@ -36,8 +50,8 @@ import numpy as np
 
 from objectives.base import as_codes, lookup, select
 from objectives.serving.designs import PerDesign
-from objectives.serving.engines import engine_trait
-from objectives.serving.experts import expert_layout_bad
+from objectives.serving.engines import ENGINES, engine_trait
+from objectives.serving.experts import expert_layout_bad, expert_tp
 from objectives.table import is_constant
 from objectives.training.memory import GIB_PER_GB
 
@@ -51,6 +65,7 @@ _RESERVE_FULL = engine_trait("reserve_full")
 _MAX_BATCH = engine_trait("max_batch")
 _BUDGET = engine_trait("token_budget")
 _BUDGET_BIG = engine_trait("token_budget_big")
+_TRTLLM, _TRTLLM_2024 = ENGINES.index("trtllm"), ENGINES.index("trtllm-2024")
 
 
 def given_or(column: np.ndarray, default) -> np.ndarray:
@@ -155,6 +170,11 @@ class ServingMemory(PerDesign):
             "engine_batch": lookup(_MAX_BATCH, engine),
             "default_budget": np.where(c["gpu_hbm_gb"] >= 160.0, lookup(_BUDGET_BIG, engine), lookup(_BUDGET, engine)),
             "width": 4.0 * h + 2.0 * widest / t,
+            # CUTLASS MoE workspace bytes per gathered token under trtllm's attention DP (module doc)
+            "moe_row": np.where((c["moe_experts"] > 0) & (d > 1) & (engine == _TRTLLM), 2.0 * c["moe_topk"]
+                                * (2.0 * h + 3.0 * c["d_ff"] / expert_tp(c)), 0.0),
+            # the GPUs whose requests trtllm-bench's heuristic counts into one max_batch_size (below)
+            "bench_groups": np.where((engine == _TRTLLM) | (engine == _TRTLLM_2024), d, 1.0),
         }
         windowed = layers > full_layers
         if np.any(windowed):  # windowed layers hold at most their window
@@ -175,9 +195,13 @@ class ServingMemory(PerDesign):
         draft = c["spec_weights_gb"] * 1e9 if "spec_weights_gb" in c else 0.0
         hbm_free = d["hbm_free"] - draft
         # the engine's batch and token budget: trtllm-bench sizes them from the KV that the weights leave
-        # (tuning.py calc_engine_setting: min(requests, 4096) / pp, budget batch x (1 + ISL/OSL) in [2048, 32768])
+        # (tuning.py calc_engine_setting: min(requests, 4096) / pp, budget batch x (1 + ISL/OSL) in [2048, 32768]).
+        # It knows the command's --tp and --pp only (tp_size x pp_size GPUs, the KV heads split over tp), so
+        # under attention DP it counts the requests of every attention group, and the engine applies that
+        # max_batch_size to each attention-DP rank (bench/benchmark/utils/general.py get_settings passes
+        # params tp; the DeepSeek-R1 guide: --max_batch_size per rank): the requests of attn_dp groups
         free0 = np.maximum(hbm_free, 0.0) * frac
-        fits0 = free0 / np.maximum(kv_request, 1.0)
+        fits0 = free0 / np.maximum(kv_request, 1.0) * d["bench_groups"]
         batch = given_or(c["max_batch_size"], np.minimum(np.maximum(np.ceil(fits0), 1.0), d["engine_batch"]))
         # trtllm-bench leaves chunked prefill off and so makes room for a whole prompt beside the batch
         # (tensorrt_llm/bench/benchmark/utils/general.py get_settings: max(max_num_tokens, max_isl + max_batch_size))
@@ -186,6 +210,9 @@ class ServingMemory(PerDesign):
         default_budget = d["default_budget"]
         budget = given_or(c["max_num_tokens"], np.where(default_budget > 0, default_budget, bench_budget))
         workspace = budget * 2.0 * d["width"] + np.minimum(batch, budget) * c["vocab_size"] * 4.0
+        # the MoE workspace over the tokens gathered from attn_dp ranks: the dry run's max_num_tokens a rank
+        # and the largest decode CUDA graph's pool, min(batch, budget) a rank (module doc; 0 off trtllm attention DP)
+        workspace = workspace + d["moe_row"] * c["attn_dp"] * (budget + np.minimum(batch, budget))
         weights = d["weights"] + draft
         kv_cap = np.where(d["of_total"], frac * d["hbm"] - weights - workspace - reserved,
                           frac * (hbm_free - workspace))
