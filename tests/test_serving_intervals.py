@@ -61,8 +61,9 @@ def test_coverage_on_left_out_architectures(covered, residuals):
 
 
 def test_intervals_are_wider_where_the_model_is_less_sure(residuals):
-    """The fitted levels: MoE and attention data parallelism widen (the held-out MoE error is 2.5x the dense
-    one); an engine's runs with its own factors at their priors widen further (b_unvalidated > 0). Beyond the
+    """The fitted levels: MoE and attention data parallelism widen (the held-out MoE error is 1.9x the dense
+    one: mean |log ratio| 0.161 against 0.086; 2.2x before the attention-DP memory terms, docs/serving.md);
+    an engine's runs with its own factors at their priors widen further (b_unvalidated > 0). Beyond the
     serving ground the widening is training's per octave (catalog/intervals.json kappa, 0.186 since the
     NVLink-domain axis; 0.218 before)."""
     params = load_params()
@@ -70,7 +71,7 @@ def test_intervals_are_wider_where_the_model_is_less_sure(residuals):
     assert s["moe"] > 0.1 and s["attn_dp"] > 0.0 and s["unvalidated"] > 0.3
     assert s["kappa"] >= 0.0 and s["kappa_beyond"] >= 0.15 and s["d_far"] > s["d_cap"] > 2.0
     w = residuals["moe"] == 1
-    assert residuals.loc[w, "log_ratio"].abs().mean() > 2.0 * residuals.loc[~w, "log_ratio"].abs().mean()
+    assert residuals.loc[w, "log_ratio"].abs().mean() > 1.7 * residuals.loc[~w, "log_ratio"].abs().mean()
 
 
 def test_residuals_are_those_of_the_shipped_measurements(residuals):
