@@ -62,3 +62,18 @@ def test_bad_value_is_an_input_error():
 
     with pytest.raises(InputError, match="latency_tuned"):
         _eval(concurrency=1, latency_tuned=2)
+
+
+def test_a_latency_tuned_instance_batches_at_most_its_graphs():
+    """The min-latency configuration captures CUDA graphs up to batch 8 and runs no larger batch: a latency-tuned
+    Llama 3.3 70B on 8 B200 (tp 8, one attention group) holds 8 requests in flight, where the same instance
+    offline holds what its KV cache fits (hundreds); 256 requests given to it are infeasible with the reason
+    (the step model would otherwise price them as one batch), and so are 256 given to an engine whose
+    max_batch_size is 8."""
+    tuned, offline = _eval(latency_tuned=1), _eval(latency_tuned=0)
+    assert tuned["max_concurrency"][0] == 8.0 and offline["max_concurrency"][0] > 256.0
+    for over in (dict(latency_tuned=1, concurrency=256), dict(max_batch_size=8, concurrency=256)):
+        out = _eval(**over)
+        assert not out["feasible"][0] and out["con_concurrency"][0] == 248.0
+        assert out["infeasible_reason"][0].startswith("batch: concurrency 256 above the engine's 8 batched")
+    assert _eval(latency_tuned=1, concurrency=8)["feasible"][0]

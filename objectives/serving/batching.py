@@ -148,7 +148,8 @@ class ServingBatching(PerDesign):
         "prefill_chunk_tokens": "tokens; prefill tokens in a mixed step",
         "saturated": "flag; 1 where the offered request rate exceeds what the instances serve at max_concurrency",
         "con_slo": "ratio; the worse of ttft_s / ttft_slo_s and tpot_s / tpot_slo_s, minus 1 (> 0: a target missed)",
-        "con_concurrency": "requests; concurrency minus max_concurrency (> 0: its KV cache does not fit)",
+        "con_concurrency": "requests; concurrency minus max_concurrency (> 0: its KV cache or the engine's batch does not "
+                           "hold it)",
         "prefill_instances_per_decode": "ratio; disaggregated: prefill instances a decode instance needs (rate "
                                         "matching; 0 aggregated)",
         "prefill_gpus": "count; disaggregated: GPUs of the deployment's prefill instances (0 aggregated)",

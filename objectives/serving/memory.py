@@ -52,6 +52,7 @@ from objectives.base import as_codes, lookup, select
 from objectives.serving.designs import PerDesign
 from objectives.serving.engines import ENGINES, engine_trait
 from objectives.serving.experts import expert_layout_bad, expert_tp
+from objectives.serving.latency import LATENCY_GRAPH_MAX_BATCH
 from objectives.table import is_constant
 from objectives.training.memory import GIB_PER_GB
 
@@ -101,7 +102,7 @@ class ServingMemory(PerDesign):
         "params_attn_replicated_layer", "params_ffn_layer", "params_expert_layer", "params_ffn_dense_layer",
         "params_embedding", "kv_cache_bytes_per_token", "tp", "pp", "ep", "attn_dp", "precision", "kv_precision", "engine",
         "input_len", "output_len", "gpu_hbm_gb", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
-        "max_batch_size", "max_num_tokens", "kv_mem_frac", "spec_weights_gb", "etp",
+        "max_batch_size", "max_num_tokens", "kv_mem_frac", "spec_weights_gb", "etp", "latency_tuned",
     )
     provides = {
         "weights_gb": "GB; weights per GPU (the busiest stage: its layers' shards, embeddings in bf16)",
@@ -113,7 +114,8 @@ class ServingMemory(PerDesign):
         "kv_cache_gb": "GB; KV cache capacity per GPU beside weights, workspace and reserved memory",
         "token_budget": "tokens; most tokens one step processes on one attention group (max_num_tokens; the engine's "
                         "default where blank)",
-        "batch_limit": "requests; the engine's most requests in flight per instance (max_batch_size x attn_dp)",
+        "batch_limit": "requests; the engine's most requests in flight per instance (max_batch_size x attn_dp; a "
+                       "latency-tuned instance's batch at most 8 a group)",
         "max_concurrency": "requests; most requests in flight per instance: the KV cache at the engine's reservation, "
                            "capped by batch_limit",
         "con_kv": "GB; one request's KV per GPU minus the capacity (> 0: not even one request fits)",
@@ -124,7 +126,8 @@ class ServingMemory(PerDesign):
 
     #: what the design part reads: every input but the request shape and the per-row engine settings
     design_requires = tuple(k for k in requires if k not in ("input_len", "output_len", "max_batch_size",
-                                                             "max_num_tokens", "kv_mem_frac", "spec_weights_gb"))
+                                                             "max_num_tokens", "kv_mem_frac", "spec_weights_gb",
+                                                             "latency_tuned"))
 
     def design_compute(self, c, cal):
         """What depends on the design alone (objectives/serving/designs.py): weights, KV bytes per token,
@@ -203,6 +206,9 @@ class ServingMemory(PerDesign):
         free0 = np.maximum(hbm_free, 0.0) * frac
         fits0 = free0 / np.maximum(kv_request, 1.0) * d["bench_groups"]
         batch = given_or(c["max_batch_size"], np.minimum(np.maximum(np.ceil(fits0), 1.0), d["engine_batch"]))
+        # a latency-tuned instance runs the min-latency configuration: CUDA graphs up to LATENCY_GRAPH_MAX_BATCH
+        # and no larger batch (objectives/serving/latency.py); more requests would run outside its graphs
+        batch = np.where(c["latency_tuned"] > 0, np.minimum(batch, LATENCY_GRAPH_MAX_BATCH), batch)
         # trtllm-bench leaves chunked prefill off and so makes room for a whole prompt beside the batch
         # (tensorrt_llm/bench/benchmark/utils/general.py get_settings: max(max_num_tokens, max_isl + max_batch_size))
         bench_budget = np.maximum(np.clip(np.ceil(batch / c["pp"] * (1.0 + isl / osl) / 256.0) * 256.0, 2048.0,

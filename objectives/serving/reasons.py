@@ -3,10 +3,12 @@
 ``feasible`` where every ``con_*`` is <= 0 and the throughput is a number: the engine runs on the GPU's
 vendor (``con_engine_vendor``: TensorRT-LLM on NVIDIA GPUs only, objectives.serving.engines.ENGINE_VENDORS),
 a disaggregated row's prefill GPU can serve it (``con_prefill_gpu``, objectives/serving/prefill_pool.py),
-the mapping lays out (``con_layout``), the GPU has the precisions (``con_precision``), the concurrency's KV cache fits
-(``con_memory``: GB per GPU, the larger of one request's overflow and the concurrency's), and the targets are
-met (``con_slo``). ``infeasible_reason`` names the first broken, in that order, with its numbers; text is
-formatted once per distinct combination of a reason's numbers (:func:`coded_text`), never per row.
+the mapping lays out (``con_layout``), the GPU has the precisions (``con_precision``), the concurrency's KV
+cache fits (``con_memory``: GB per GPU, the larger of one request's overflow and the concurrency's), the
+engine batches every request in flight (``con_concurrency``: a given concurrency above the engine's max batch
+x attn_dp would queue requests the step model counts as batched), and the targets are met (``con_slo``).
+``infeasible_reason`` names the first broken, in that order, with its numbers; text is formatted once per
+distinct combination of a reason's numbers (:func:`coded_text`), never per row.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def _spec_text(col, rows) -> np.ndarray:
 
 
 class ServingFeasible(Model):
-    requires = ("con_layout", "con_precision", "con_kv", "con_slo", "concurrency", "attn_dp", "kv_request_gb",
+    requires = ("con_layout", "con_precision", "con_kv", "con_slo", "con_concurrency", "concurrency", "attn_dp",
+                "kv_request_gb",
                 "kv_cache_gb", "output_tokens_per_s", "con_prefill_memory", "con_prefill_layout", "engine", "gpu_vendor",
                 "con_spec_decode", "con_prefill_gpu")
     provides = {
@@ -104,6 +107,7 @@ class ServingFeasible(Model):
         memory = np.maximum(c["con_kv"], need - c["kv_cache_gb"])
         vendor = 1.0 - engine_runs(c["engine"], c["gpu_vendor"])  # objectives.serving.engines.ENGINE_VENDORS
         ok = (c["con_layout"] <= 0) & (c["con_precision"] <= 0) & (memory <= 1e-9) & (c["con_slo"] <= 1e-9) \
+            & (c["con_concurrency"] <= 1e-9) \
             & (c["con_prefill_memory"] <= 1e-9) & (c["con_prefill_layout"] <= 0) & np.isfinite(c["output_tokens_per_s"]) \
             & (vendor <= 0) & (c.get("con_spec_decode", 0.0) <= 0) & (c.get("con_prefill_gpu", 0.0) <= 0)
         return {"con_engine_vendor": vendor, "con_memory": memory, "feasible": ok}
@@ -174,6 +178,13 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
                                     (col("kv_cache_gb")[many], ".1f"), " GB free (max_concurrency ",
                                     (col("max_concurrency")[many], ".0f"), ")"])
     todo &= ~memory
+    if "con_concurrency" in cols:
+        batch = todo & (col("con_concurrency") > 1e-9)
+        if batch.any():
+            reason[batch] = coded_text(["batch: concurrency ", (col("concurrency")[batch], ".0f"), " above the engine's ",
+                                        (col("max_concurrency")[batch], ".0f"), " batched (max_batch_size x attn_dp; a "
+                                        "latency-tuned instance's batch is at most 8 a group): the rest would queue"])
+        todo &= ~batch
     prefill = todo & (col("con_prefill_memory") > 1e-9)
     if prefill.any():
         reason[prefill] = coded_text(["memory: the prefill instance holds ", (col("con_prefill_memory")[prefill], ".1f"),
