@@ -166,3 +166,26 @@ def test_blackwell_ultra_exponentials_shorten_only_the_attention_forward():
     h100 = objectives.evaluate(dict(row, gpu="h100-sxm"))
     h100_5 = objectives.evaluate(dict(row, gpu="h100-sxm", gpu_exp_tera_s=5.0))
     assert np.isnan(h100["gpu_exp_tera_s"][0]) and h100_5["time_attn_fwd_s"][0] == h100["time_attn_fwd_s"][0]
+
+
+def test_fsdp_gradient_path_streams_18_bytes_per_weight_per_micro_batch(monkeypatch):
+    """PyTorch FSDP's post-backward hook, bf16 parameters and fp32 reduction (objectives/training/fsdp_grads.py):
+    the views' gradients concatenated into the flat gradient (read 2 + write 2 B), cast to fp32 (2 + 4 B),
+    pre-divided in place (4 + 4 B): 18 B per weight per micro-batch; a bf16-reduced one 8 B (no cast, 2 + 2 B
+    division); Megatron-Core none (its weight-gradient GEMM accumulates in place). Llama-3-8B on the
+    pytorch-fsdp stack, one H100 micro-batch of 4,096 tokens: every parameter's gradient takes that path,
+    8,030,261,248 weights (32 layers of 218,112,000 and the untied embedding and output layer, 2 x 4,096 x
+    128,256) x 18 B / 3.35e12 B/s = 43.15 ms more compute than without it (norm weights, 266K, aside)."""
+    from objectives.training import compute
+    from objectives.training.fsdp_grads import grad_path_bytes
+
+    assert grad_path_bytes([1.0, 1.0, 0.0], [4.0, 2.0, 2.0]).tolist() == [18.0, 8.0, 0.0]
+    assert compute._GRAD_PATH.tolist() == [0.0, 0.0, 0.0, 18.0]  # the stacks' traits (calibration.TRAITS)
+    row = dict(model="llama3-8b", n_gpus=8, global_batch=8, seq_len=4096, tp=1, pp=1, zero_stage=3,
+               stack="pytorch-fsdp", recompute="none", precision="bf16")
+    with_path = _eval(**row)["time_compute_mb_s"][0]
+    monkeypatch.setattr(compute, "_GRAD_PATH", np.zeros(4))
+    without = _eval(**row)["time_compute_mb_s"][0]
+    weights = 32 * (4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336) + 2 * 4096 * 128256
+    assert weights == 8_030_261_248 - 266_240
+    assert with_path - without == pytest.approx(18.0 * weights / 3.35e12, rel=1e-4)

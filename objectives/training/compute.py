@@ -36,6 +36,8 @@
   the kernel waits on for about half its time (EXP_WAIT_SHARE); Blackwell Ultra doubles their rate, so its
   forward takes (1 - share) + share x EXP_REF_TERA_S / gpu_exp_tera_s of the Blackwell time (no term where
   the catalog gives no rate). The backward, bound by shared memory, is unchanged.
+- PyTorch FSDP's post-backward hook streams every weight's gradient through HBM in each micro-batch's backward
+  (concatenated, cast to fp32, pre-divided: objectives/training/fsdp_grads.py), the output layer's too.
 - Each layer pass pays the stack's ``kernel_overhead_s`` (and an MoE layer ``moe_expert_overhead_s`` per
   expert the GPU holds, moe_experts / ep) of launch and synchronisation the roofline does not see.
 
@@ -57,6 +59,7 @@ import numpy as np
 
 from objectives.base import Model, as_codes, lookup, select
 from objectives.calibration import trait
+from objectives.training.fsdp_grads import grad_path_bytes
 from objectives.training.quantization import block_scaled, cast_bytes, low_precision_weights, weight_cast_bytes
 from objectives.training.transformer import attended_keys
 
@@ -79,6 +82,7 @@ BYTES_PER_ELEMENT = (2.0, 1.0, 0.5)  # bf16, fp8, fp4 GEMM operands
 ATTN_TILE = 128.0
 _ATTN_KERNEL = trait("attention_kernel")
 _LOW_PARAMS = trait("low_precision_params")
+_GRAD_PATH = grad_path_bytes(trait("fp32_shards"), trait("grad_bytes"))  # bytes per weight per micro-batch, by stack
 _ATTN_WORK = np.where(_ATTN_KERNEL > 0, 0.5, 1.0)  # share of the s x s work done (flash skips the masked half)
 _ATTN_BWD = np.where(_ATTN_KERNEL > 0, 2.5, 2.0)  # backward / forward of the attention core
 #: share of its no-dropout rate a fused flash-attention kernel keeps with attention dropout, forward and
@@ -135,7 +139,7 @@ class ComputeTime(Model):
         "micro_batch", "recompute", "dropout",
         "sequence_parallel", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16",
         "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa2", "gpu_attn_eff_fa3", "gpu_exp_tera_s", "gpu_hbm_tbyte_s",
-        "stack",
+        "tied_embeddings", "stack",
     )
     provides = {
         "gemm_flops_per_s": "FLOP/s; achievable GEMM rate at the run's precision (peak x measured efficiency)",
@@ -331,10 +335,13 @@ class ComputeTime(Model):
             fwd = t_mm + t_elem + t_cast_fwd + ov + t_cast_w
             return fwd, 2.0 * (t_mm + t_elem + ov) + t_cast_bwd, np.where(c["recompute"] == 2, fwd, up_rerun)
 
-        f_moe, b_moe, r_moe = passes(t_mm_moe, t_elem_moe, cast_attn_fwd + cast_ffn_fwd_moe,
-                                     cast_attn_bwd + cast_ffn_bwd_moe, cast_w_moe, overhead_moe)
-        f_dense, b_dense, r_dense = passes(t_mm_dense, t_elem_dense, cast_attn_fwd + cast_ffn_fwd_dense,
-                                           cast_attn_bwd + cast_ffn_bwd_dense, cast_w_dense, overhead)
+        # PyTorch FSDP's gradient path (fsdp_grads.py): its bytes per weight of the layer, in the backward
+        grad_path = lookup(_GRAD_PATH, stack) / hbm
+        f_moe, b_moe, r_moe = passes(t_mm_moe, t_elem_moe, cast_attn_fwd + cast_ffn_fwd_moe, cast_attn_bwd + cast_ffn_bwd_moe
+                                     + grad_path * (attn_weights + moe_weights), cast_w_moe, overhead_moe)
+        f_dense, b_dense, r_dense = passes(t_mm_dense, t_elem_dense, cast_attn_fwd + cast_ffn_fwd_dense, cast_attn_bwd
+                                           + cast_ffn_bwd_dense + grad_path * (attn_weights + dense_weights), cast_w_dense,
+                                           overhead)
         # the attention core: its backward, and again where recomputed (full recompute; selective on unfused
         # stacks, whose scores it drops; flash attention's backward recomputes them anyway, Dao 2023)
         rerun = (c["recompute"] == 2) | ((c["recompute"] == 1) & ~fused)
@@ -353,12 +360,13 @@ class ComputeTime(Model):
             + t_ring_fwd * rerun + t_ring_bwd
 
         # vocabulary projection in bf16 (GEMM, 3 passes; its own narrowest width) and fp32 cross-entropy
-        # (read/write logits, 3 passes)
+        # (read/write logits, 3 passes); FSDP's gradient path of the output layer and the input embedding (one
+        # matrix where tied)
         v_local = c["vocab_size"] / t
         narrow_v = np.minimum(h, v_local)
         logits_rate = bf16_gemm * _fill(narrow_v, n_half) * _fill(tokens, n_half)
         t_logits = 3.0 * np.maximum(2.0 * tokens * h * v_local / logits_rate, 2.0 * h * v_local / hbm) \
-            + 3.0 * 8.0 * tokens * v_local / hbm
+            + 3.0 * 8.0 * tokens * v_local / hbm + grad_path * (2.0 - c["tied_embeddings"]) * h * v_local
 
         f1 = (n_mats - 1.0) / n_mats  # gate and up: the FC1 share of an FFN's matrices
         t_fc1 = f1 * (m * t_ffn_moe + (n - m) * t_ffn_dense) * per
