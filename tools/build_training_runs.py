@@ -263,6 +263,18 @@ RECIPE_CORRECTIONS = {
             "mapping read as its release's recipe (Megatron-Bridge v0.3.x LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2: "
             "pp 4, vp 5, micro-batch 1); the table's vp blank and mbs 2 contradict it, and its throughput lies "
             "between that recipe's 26.02 and 26.04 measurements"),
+    # The 25.11 table gives Llama 3 8B fp8 on 8 GB300 (FP8-CS, FP8-MX in parentheses) as mbs 2, GA 8; the recipe of
+    # that release and of the next (Megatron-Bridge v0.2.0 scripts/performance/configs/llama3/workload_base_configs.py
+    # LLAMA3_8B_GB300_FP8_CS_BASE_CONFIG, FP8_MX = FP8_CS; v0.3.x llama3_workload_base_configs.py
+    # LLAMA3_8B_PRETRAIN_CONFIG_GB300_FP8_CS_V1 / _FP8_MX_V1) is micro-batch 4 under full-iteration CUDA graphs, set
+    # so since the dataclass configs were introduced (fbf96a3dc, 7 Nov 2025), while the GB200 and B200 recipes
+    # beside it are micro-batch 2 as their rows say. The table's GA column follows its own mbs (128 / (8 x 2))
+    "318": ({"micro_batch": 4},
+            "micro-batch read as its release's recipe (Megatron-Bridge v0.2.0 LLAMA3_8B_GB300_FP8_CS_BASE_CONFIG: "
+            "micro_batch_size 4, full-iteration CUDA graphs); the table's mbs 2 contradicts it"),
+    "319": ({"micro_batch": 4},
+            "micro-batch read as its release's recipe (Megatron-Bridge v0.2.0 LLAMA3_8B_GB300_FP8_MX_BASE_CONFIG = "
+            "FP8_CS: micro_batch_size 4, full-iteration CUDA graphs); the table's mbs 2 contradicts it"),
 }
 ARCH_EXTRAS = {
     "deepseek-v3": dict(q_lora_rank="1536", kv_lora_rank="512", qk_rope_dim="64", qk_nope_dim="128", v_head_dim="128",
