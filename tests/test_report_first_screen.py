@@ -59,10 +59,12 @@ def test_the_default_runs_headline_names_gpu_count_precision_ownership_and_inter
     rec = recommend(r)
     sentence = rec.decision.sentence
     assert sentence.startswith("Recommended: 4,096 × gb200, owned, fp8, dp 1,024 × tp 4 × pp 1, ZeRO-1: "), sentence
-    lo, hi = rec.row["time_to_train_days_lo"], rec.row["time_to_train_days_hi"]
-    assert f"time to train 12.8 days (80% interval {lo:.3g}–{hi:.3g} days)" in sentence
-    assert "run cost $3.7M (80% interval $" in sentence
-    assert rec.decision.caveat.startswith("Thin ground: the 80% interval of time to train is -40% to +62%")
+    t, lo, hi = (rec.row[f"time_to_train_days{s}"] for s in ("", "_lo", "_hi"))
+    assert 10.0 < t < 16.0  # the knee of Llama 3 70B on 15T tokens at 4,096 GB200 (13.0 days on 2026-12-03)
+    assert f"time to train {t:.3g} days (80% interval {lo:.3g}–{hi:.3g} days)" in sentence
+    assert f"run cost ${rec.row['run_cost_usd'] / 1e6:.3g}M (80% interval $" in sentence
+    below, above = round((1.0 - lo / t) * 100.0), round((hi / t - 1.0) * 100.0)
+    assert rec.decision.caveat.startswith(f"Thin ground: the 80% interval of time to train is -{below}% to +{above}%")
     text = terminal_text(r)
     assert text.startswith("Recommended: 4,096 × gb200, owned, fp8")  # the terminal's closing lines: decision first
 
