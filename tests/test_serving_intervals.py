@@ -126,12 +126,17 @@ def test_log_sigma_by_hand():
     up to d_far 4, b_unvalidated 0.5: a dense trtllm row at d 1 has log sigma log 0.1 + 0.2 + 0.05 = -2.0526;
     MoE under attention DP at d 3: log 0.1 + 0.2 + 0.3 + 0.1 + 0.1 + 0.25 = -1.3526; the same with MLA (b_mla
     0.4) at d 9 stops at d_far: + 0.1 + 0.5 + 0.4 = -0.7026; a vLLM row (code 1, level 0) twice unvalidated at
-    d 0: log 0.1 + 1.0 = -1.3026."""
+    d 0, its two aspects in quadrature: log 0.1 + 1/2 log(1 + 2 (e - 1)) = log 0.1 + 0.74494 = -1.55765 (at u = 1
+    it would be exactly + 0.5)."""
     params = {"scale": {"intercept": np.log(0.1), "engine": [0.2, 0.0, 0.0, -0.2], "moe": 0.3, "attn_dp": 0.1,
                         "mla": 0.4, "kappa": 0.05, "d_cap": 2.0, "kappa_beyond": 0.25, "d_far": 4.0, "unvalidated": 0.5}}
     got = log_sigma(np.array([0.0, 0.0, 0.0, 1.0]), np.array([0.0, 1.0, 1.0, 0.0]), np.array([0.0, 1.0, 1.0, 0.0]),
                     np.array([0.0, 0.0, 1.0, 0.0]), np.array([1.0, 3.0, 9.0, 0.0]), np.array([0.0, 0.0, 0.0, 2.0]), params)
-    np.testing.assert_allclose(got, np.log(0.1) + np.array([0.25, 0.95, 1.6, 1.0]), rtol=1e-12)
+    np.testing.assert_allclose(got, np.log(0.1) + np.array([0.25, 0.95, 1.6, 0.5 * np.log(1.0 + 2.0 * (np.e - 1.0))]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(0.5 * np.log(1.0 + 2.0 * (np.e - 1.0)), 0.74494, atol=5e-6)
+    one = log_sigma(np.array([1.0]), np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1), np.ones(1), params)
+    np.testing.assert_allclose(one, np.log(0.1) + 0.5, rtol=1e-12)  # one unvalidated aspect: exp(b) exactly
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +153,8 @@ def designs():
 
 def test_each_condition_widens_by_its_fitted_factor(designs):
     """The log width of the throughput interval is sigma (z_90 - z_10): vLLM's over trtllm's is
-    exp(b_unvalidated - b_trtllm); disaggregated's exp(2 b_unvalidated); MoE under attention DP exp(b_moe +
+    exp(b_unvalidated - b_trtllm); disaggregated's (two unvalidated aspects in quadrature) sqrt(1 + 2 (exp(2
+    b_unvalidated) - 1)); MoE under attention DP exp(b_moe +
     b_attn_dp) at its distance; 64 GPUs past d_cap widen by kappa_beyond per octave."""
     params = load_params()
     s = params["scale"]
@@ -157,14 +163,15 @@ def test_each_condition_widens_by_its_fitted_factor(designs):
     d = out["validated_distance_oct"]
     base = s["intercept"] + s["engine"][0] + s["kappa"] * np.minimum(d, s["d_cap"]) \
         + s["kappa_beyond"] * np.clip(d - s["d_cap"], 0.0, s["d_far"] - s["d_cap"])
-    expected = np.exp(base + np.array([0.0, -s["engine"][0] + s["unvalidated"], 2 * s["unvalidated"], 0.0,
+    two = 0.5 * np.log1p(2.0 * np.expm1(2.0 * s["unvalidated"]))
+    expected = np.exp(base + np.array([0.0, -s["engine"][0] + s["unvalidated"], two, 0.0,
                                        s["moe"] + s["attn_dp"]])) * (params["quantile"]["hi"] - params["quantile"]["lo"])
     np.testing.assert_allclose(width, expected, rtol=1e-9)
     # 64 GPUs and pp 8: 3 octaves beyond the published 8 GPUs and 3 beyond pp 1, at least sqrt(18), past d_cap
     assert np.sqrt(18.0) - 1e-9 <= d[3] and d[3] > s["d_cap"] + 1.0
     assert list(out["interval_extrapolated"]) == [False, True, True, True, False]
-    # disaggregated: exp(2 b_unvalidated) = 1.94x the validated width with b_unvalidated 0.33 (the fit of
-    # python -m objectives.serving.fit --cross-validate); the 64-GPU design's past d_cap, 1.198x in the fit of
+    # disaggregated: sqrt(1 + 2 (exp(2 b) - 1)) = 3.15x the validated width with b_unvalidated 0.85 (the fit of
+    # python -m objectives.serving.fit --cross-validate, 2026-12-03); the 64-GPU design's past d_cap, 1.198x in the fit of
     # 2026-12-03 (the two DeepSeek-R1 min-latency rows out of the fit, into the speculative-decoding group)
     assert width[2] > 1.8 * width[0] and width[3] > 1.15 * width[0]
 

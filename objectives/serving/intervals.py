@@ -8,7 +8,7 @@ its model architecture, objectives/serving/heldout.py; ``catalog/serving_loso_re
 parameters derived from them by objectives/serving/interval_fit.py (``catalog/serving_intervals.json``):
 
     log sigma = b0 + b_engine + b_moe + b_attn_dp + b_mla + kappa * min(d, d_cap)
-                + kappa_beyond * clip(d - d_cap, 0, d_far - d_cap) + b_unvalidated * u
+                + kappa_beyond * clip(d - d_cap, 0, d_far - d_cap) + 1/2 log(1 + u (exp(2 b_unvalidated) - 1))
     log(predicted / measured output tokens/s per GPU) in [sigma * z_10, sigma * z_90]
 
 - ``b_engine`` (TensorRT-LLM 1.0's ``trtllm``, 0.14-0.18's ``trtllm-2024``), ``b_moe`` (an MoE model),
@@ -41,7 +41,10 @@ parameters derived from them by objectives/serving/interval_fit.py (``catalog/se
   measurement is in the validation). Speculative decoding (``spec_decode`` not none) and a latency-tuned
   step (``latency_tuned`` 1) add one each: their published measurements are batch-1 runs kept out of the fit
   (objectives/catalog/serving_runs.md, 39% off), so a speculative or latency-tuned design is unvalidated
-  ground, marked ``interval_extrapolated`` too.
+  ground, marked ``interval_extrapolated`` too. The u aspects are independent sources of error, so their
+  variances add (sigma^2 (1 + u (exp(2 b_unvalidated) - 1)), the measured widening exp(b_unvalidated) at
+  u = 1): a disaggregated, speculative, latency-tuned design (u = 4) is x4.3 wider at b_unvalidated 0.85, not
+  the x30 that multiplying the widenings gave (intervals of 5 decades on DeepSeek-R1's MTP designs).
 - ``z_10``, ``z_90``: quantiles of the held-out log ratios over their sigma, each source weighing the same.
 
 What follows from the throughput: ``output_tokens_per_s`` (deployment), ``usd_per_mtok_out`` and
@@ -138,10 +141,12 @@ def _log_sigma_design(engine, moe, attn_dp, mla, params: dict) -> np.ndarray:
 
 
 def _log_sigma_rest(design, dist, unvalidated, params: dict) -> np.ndarray:
-    """log sigma from its design terms: the distance's and the unvalidated count's, added in order."""
+    """log sigma from its design terms: the distance's, then the unvalidated count's (module doc: the u
+    unvalidated aspects' errors add in quadrature, sigma^2 (1 + u (exp(2 b) - 1)); u = 1 is exp(b) exactly)."""
     s = params["scale"]
+    widen = 0.5 * np.log1p(unvalidated * np.expm1(2.0 * s["unvalidated"]))
     return (design + s["kappa"] * np.minimum(dist, s["d_cap"])
-            + s["kappa_beyond"] * np.clip(dist - s["d_cap"], 0.0, s["d_far"] - s["d_cap"]) + s["unvalidated"] * unvalidated)
+            + s["kappa_beyond"] * np.clip(dist - s["d_cap"], 0.0, s["d_far"] - s["d_cap"]) + widen)
 
 
 _CACHE: dict[str, dict] = {}
