@@ -16,18 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dse.launch.design import flag, label, whole
+from objectives.serving.latency import LATENCY_GRAPH_MAX_BATCH
 
 __all__ = ["Speculation", "speculation", "draft_checkpoint", "GRAPH_MAX_BATCH"]
 
 
-def _graph_max_batch() -> int:
-    from objectives.serving.latency import LATENCY_GRAPH_MAX_BATCH
-
-    return int(LATENCY_GRAPH_MAX_BATCH)
-
-
 #: the largest decode batch a latency-tuned deployment captures CUDA graphs for (objectives/serving/latency.py)
-GRAPH_MAX_BATCH = _graph_max_batch()
+GRAPH_MAX_BATCH = int(LATENCY_GRAPH_MAX_BATCH)
 
 
 @dataclass(frozen=True)
@@ -59,7 +54,7 @@ def speculation(row) -> Speculation:
 
     method = label(row, "spec_decode", "none") or "none"
     # the draft length the model scored: its spec_draft_tokens, else the row's spec_tokens, else the default
-    k = whole(row, "spec_draft_tokens") or whole(row, "spec_tokens", int(DEFAULT_SPEC_TOKENS)) if method != "none" else 0
+    k = (whole(row, "spec_draft_tokens") or whole(row, "spec_tokens", int(DEFAULT_SPEC_TOKENS))) if method != "none" else 0
     model = str(row.get("model", ""))
     return Speculation(method=method, tokens=k or 0, draft=draft_checkpoint(model, method) if method == "eagle3" else None,
                        latency_tuned=flag(row, "latency_tuned"))

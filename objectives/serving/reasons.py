@@ -19,6 +19,7 @@ import numpy as np
 
 from objectives.base import Model
 from objectives.serving.engines import ENGINE_VENDORS, ENGINES, VENDORS, engine_runs
+from objectives.serving.latency import LATENCY_GRAPH_MAX_BATCH
 from objectives.table import CATEGORIES
 
 __all__ = ["ServingFeasible", "serving_infeasible_reason", "coded_text"]
@@ -183,7 +184,8 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
         if batch.any():
             reason[batch] = coded_text(["batch: concurrency ", (col("concurrency")[batch], ".0f"), " above the engine's ",
                                         (col("max_concurrency")[batch], ".0f"), " batched (max_batch_size x attn_dp; a "
-                                        "latency-tuned instance's batch is at most 8 a group): the rest would queue"])
+                                        f"latency-tuned instance's batch is at most {LATENCY_GRAPH_MAX_BATCH:g} a group): "
+                                        "the rest would queue"])
         todo &= ~batch
     prefill = todo & (col("con_prefill_memory") > 1e-9)
     if prefill.any():

@@ -60,7 +60,7 @@ import numpy as np
 
 from objectives.base import as_codes, lookup, select
 from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
-from objectives.serving.experts import expert_all_to_all, expert_tp
+from objectives.serving.experts import expert_all_to_all, expert_tp, expert_weight_bytes_per_gpu
 from objectives.serving.latency import latency_design, latency_step
 from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer, stage_layers
 from objectives.training.collectives import Tiers, all_reduce_terms, p2p_terms, reduce_scatter_terms
@@ -150,7 +150,7 @@ def step_design(c, cal) -> dict[str, np.ndarray]:
     dense_flop = 2.0 * (layers * attn / _fill(q_width, n_half) + (layers - moe_layers) * dense_ffn
                         / _fill(np.minimum(h, dense_width), n_half) + moe_layers * shared
                         / _fill(np.minimum(h, shared_width), n_half)) / rate
-    expert_mem = bpw * moe_layers * c["params_expert_layer"] / g / bw  # every local expert of the stage
+    expert_mem = expert_weight_bytes_per_gpu(c, bpw, moe_layers) / bw  # every local expert of the stage
     expert_split = expert_tp(c)  # each expert split over etp GPUs (blank: g / ep; objectives/serving/experts.py)
     # the busiest expert-parallel GPU gets more than its share of the routed tokens, and grouped expert
     # GEMMs run at expert_gemm_scale of a dense GEMM's rate. The imbalance is that of the sum of the
