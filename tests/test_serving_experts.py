@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from objectives.serving import ServingCalibration, evaluate_serving
+from objectives.serving.balance import IMBALANCE_MAX
 from objectives.serving.experts import expert_tp, expert_weight_bytes_per_gpu
 from objectives.serving.prepare import prepare_serving
-from objectives.serving.step import IMBALANCE_MAX, step_design
+from objectives.serving.step import step_design
 from objectives.table import InputError
 from objectives.training.transformer import TransformerMath
 

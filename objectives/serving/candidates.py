@@ -4,7 +4,8 @@ gives, the layout rules every instance obeys, and the block-wise evaluation of e
 
 The rules (objectives/serving/search.py's module doc): tensor parallelism inside the NVLink domain
 (``scaleup_size``); attention data parallelism and expert parallelism only on an MoE model, ep splitting the
-experts and the stage's tp x attn_dp GPUs (a given ``etp`` with ep making them: objectives/serving/experts.py); a
+expert slots (the experts, and a load balancer's copies: objectives/serving/balance.py) and the stage's tp x
+attn_dp GPUs (a given ``etp`` with ep making them: objectives/serving/experts.py); a
 cell the row gives fixes its column.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from objectives.mapping import blank_cells
+from objectives.serving.balance import expert_slots
 from objectives.serving.evaluate import SERVING_PERFORMANCE_MODELS, run_serving
 from objectives.table import Columns, is_constant
 
@@ -45,7 +47,7 @@ def layout_ok(floats: Columns, given: dict[str, np.ndarray], columns: Sequence[s
     given expert tensor parallelism (NaN blank), which fixes ep to tp x attn_dp / etp (objectives/serving/experts.py)."""
     moe = (floats["moe_experts"] > 0)[:, None]
     ok = tp <= np.maximum(floats["scaleup_size"], 1.0)[:, None]
-    ok &= np.where(moe, (np.mod(tp * adp, ep) == 0) & (np.mod(floats["moe_experts"][:, None], ep) == 0),
+    ok &= np.where(moe, (np.mod(tp * adp, ep) == 0) & (np.mod(expert_slots(floats)[:, None], ep) == 0),
                    (ep == 1) & (adp == 1))
     if etp is not None and not np.isnan(etp).all():
         cell = etp[:, None]

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from objectives.serving.balance import expert_slots
 from objectives.training.collectives import all_to_all_terms, reduce_scatter_terms
 
 __all__ = ["expert_tp", "expert_layout_bad", "expert_all_to_all", "expert_weight_bytes_per_gpu"]
@@ -64,9 +65,10 @@ def expert_layout_bad(c) -> np.ndarray:
 
 
 def expert_weight_bytes_per_gpu(c, bytes_per_weight, moe_layers) -> np.ndarray:
-    """Routed-expert weight bytes on one GPU of the stage: ``moe_layers`` layers' experts over ep x etp
-    (module doc; the serving model divides by tp x attn_dp, the same where the layout is valid)."""
-    return bytes_per_weight * moe_layers * c["params_expert_layer"] / (c["ep"] * expert_tp(c))
+    """Routed-expert weight bytes on one GPU of the stage: ``moe_layers`` layers' expert slots over ep x etp
+    (module doc; a balancer's redundant copies included, objectives/serving/balance.py)."""
+    slots = expert_slots(c) / np.maximum(c["moe_experts"], 1.0)
+    return bytes_per_weight * moe_layers * c["params_expert_layer"] * slots / (c["ep"] * expert_tp(c))
 
 
 def expert_all_to_all(linear, a2a_row, ep, etp, used, latency_s):

@@ -41,7 +41,8 @@ parameters derived from them by objectives/serving/interval_fit.py (``catalog/se
   measurement is in the validation). Speculative decoding (``spec_decode`` not none) and a latency-tuned
   step (``latency_tuned`` 1) add one each: their published measurements are batch-1 runs kept out of the fit
   (objectives/catalog/serving_runs.md, 39% off), so a speculative or latency-tuned design is unvalidated
-  ground, marked ``interval_extrapolated`` too. The u aspects are independent sources of error, so their
+  ground, marked ``interval_extrapolated`` too; so is an expert load balancer (``eplb`` 1, one more: no
+  published run in the validation runs one, objectives/serving/balance.py). The u aspects are independent sources of error, so their
   variances add (sigma^2 (1 + u (exp(2 b_unvalidated) - 1)), the measured widening exp(b_unvalidated) at
   u = 1): a disaggregated, speculative, latency-tuned design (u = 4) is x4.3 wider at b_unvalidated 0.85, not
   the x30 that multiplying the widenings gave (intervals of 5 decades on DeepSeek-R1's MTP designs).
@@ -165,13 +166,14 @@ class ServingIntervals(PerDesign):
 
     requires = ("engine", "serving", "moe_experts", "kv_lora_rank", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
                 *(f for f in FEATURES if f != "generation"), *THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s",
-                "tokens_per_s_per_user", "prefix_hit_frac", "spec_decode", "latency_tuned")
+                "tokens_per_s_per_user", "prefix_hit_frac", "spec_decode", "latency_tuned", "eplb")
     provides = {
         "validated_distance_oct": "octaves; distance of the design from the published serving measurements of its "
                                   "engine, per axis (objectives/serving/intervals.py)",
         "interval_extrapolated": "bool; the design lies farther from the measurements than any held-out one did, or "
                                  "runs what none measures (an engine without published runs, disaggregated, a prefix "
-                                 "cache, speculative decoding, a latency-tuned step): its interval is a lower bound",
+                                 "cache, speculative decoding, a latency-tuned step, an expert load balancer): its "
+                                 "interval is a lower bound",
         "interval_half_width_frac": "fraction; half the 80% interval of output_tokens_per_s_per_gpu over the prediction",
         **{f"{name}_{end}": f"{_UNITS[name]}; {'lower' if end == 'lo' else 'upper'} end of the 80% interval of {name}"
            for name in (*THROUGHPUT, *PER_TOKEN, "tpot_s", "ttft_s", "tokens_per_s_per_user") for end in ("lo", "hi")},
@@ -229,8 +231,10 @@ class ServingIntervals(PerDesign):
         dist = np.sqrt(np.broadcast_to(total, np.broadcast_shapes(np.shape(c["engine"]), *octave_shapes)))
         disaggregated = c["serving"] == 1
         d_cap = params["scale"]["d_cap"]
-        # speculation and the latency-tuned step: measured at batch 1 only, outside the fit (module doc)
-        unvalidated = d["unvalidated"] + 2.0 * disaggregated + (c["spec_decode"] > 0) + (c["latency_tuned"] > 0)
+        # speculation and the latency-tuned step: measured at batch 1 only, outside the fit; an expert load
+        # balancer: no published run has one (module doc)
+        unvalidated = d["unvalidated"] + 2.0 * disaggregated + (c["spec_decode"] > 0) + (c["latency_tuned"] > 0) \
+            + (c["eplb"] > 0)
         sigma = np.exp(_log_sigma_rest(d["log_sigma"], dist, unvalidated, params))
         q = params["quantile"]
         out = {"validated_distance_oct": np.broadcast_to(dist, shape),

@@ -49,9 +49,10 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import as_codes, lookup, select
+from objectives.serving.balance import balance_layout_bad, expert_slots
 from objectives.serving.designs import PerDesign
 from objectives.serving.engines import ENGINES, engine_trait
-from objectives.serving.experts import expert_layout_bad, expert_tp
+from objectives.serving.experts import expert_layout_bad, expert_tp, expert_weight_bytes_per_gpu
 from objectives.serving.latency import LATENCY_GRAPH_MAX_BATCH
 from objectives.table import is_constant
 from objectives.training.memory import GIB_PER_GB
@@ -103,6 +104,7 @@ class ServingMemory(PerDesign):
         "params_embedding", "kv_cache_bytes_per_token", "tp", "pp", "ep", "attn_dp", "precision", "kv_precision", "engine",
         "input_len", "output_len", "gpu_hbm_gb", "gpu_bf16_tflop_s", "gpu_fp8_tflop_s", "gpu_fp4_tflop_s",
         "max_batch_size", "max_num_tokens", "kv_mem_frac", "spec_weights_gb", "etp", "latency_tuned",
+        "eplb", "redundant_experts",
     )
     provides = {
         "weights_gb": "GB; weights per GPU (the busiest stage: its layers' shards, embeddings in bf16)",
@@ -119,8 +121,8 @@ class ServingMemory(PerDesign):
         "max_concurrency": "requests; most requests in flight per instance: the KV cache at the engine's reservation, "
                            "capped by batch_limit",
         "con_kv": "GB; one request's KV per GPU minus the capacity (> 0: not even one request fits)",
-        "con_layout": "flag; 1 where the mapping cannot lay out (tp, ep or pp does not divide what it splits, or "
-                      "ep x etp is not tp x attn_dp)",
+        "con_layout": "flag; 1 where the mapping cannot lay out (tp, ep or pp does not divide what it splits, "
+                      "ep x etp is not tp x attn_dp, or ep does not divide a load balancer's expert slots)",
         "con_precision": "flag; 1 where the GPU has no tensor cores for the precision, or no format for the KV precision",
     }
 
@@ -141,24 +143,25 @@ class ServingMemory(PerDesign):
         repl = c["params_attn_replicated_layer"]
         attn = (c["params_attn_layer"] - repl) / t + repl
         shared = (c["params_ffn_layer"] - c["params_expert_layer"]) / t  # shared experts and router, as dense
-        linear = layers * attn + (layers - moe_layers) * c["params_ffn_dense_layer"] / t \
-            + moe_layers * (shared + c["params_expert_layer"] / gpus_stage)
+        linear = layers * attn + (layers - moe_layers) * c["params_ffn_dense_layer"] / t + moe_layers * shared
         embedding = np.where(p > 1, vocab * h, c["params_embedding"]) / t
-        weights = bpw * linear + 2.0 * embedding
+        # the routed experts' slots over ep x etp (objectives/serving/experts.py; a balancer's copies included)
+        weights = bpw * linear + expert_weight_bytes_per_gpu(c, bpw, moe_layers) + 2.0 * embedding
         kv_layer = kv_bytes_per_token_layer(c)
         hbm = c["gpu_hbm_gb"] * GIB_PER_GB * 1e9
         reserved = cal.base.hbm_reserved_gb * 1e9
         widest = np.maximum(np.where(c["moe_experts"] > 0, c["moe_topk"] * c["d_ff"], 0.0),
                             np.where(c["dense_d_ff"] > 0, c["dense_d_ff"], c["d_ff"]))
         # layout: tp splits the query heads, and the KV heads or their copies evenly (MLA: one latent);
-        # ep splits the experts and the stage's GPUs; no more stages than layers
+        # ep splits the expert slots and the stage's GPUs; no more stages than layers
         layout = (np.mod(c["n_heads"], t) != 0) | (p > c["n_layers"]) \
             | ((c["kv_lora_rank"] <= 0) & (np.mod(t, c["n_kv_heads"]) != 0) & (np.mod(c["n_kv_heads"], t) != 0))
         if np.any(ep > 1):
-            layout = layout | (np.mod(c["moe_experts"], ep) != 0) | (np.mod(gpus_stage, ep) != 0) \
+            layout = layout | (np.mod(expert_slots(c), ep) != 0) | (np.mod(gpus_stage, ep) != 0) \
                 | ((c["moe_experts"] <= 0) & (ep > 1))
-        # a given etp with ep makes the stage's GPUs (objectives/serving/experts.py)
-        layout = layout | expert_layout_bad(c)
+        # a given etp with ep makes the stage's GPUs (objectives/serving/experts.py); a balancer's copies need the
+        # balancer, and ep splits its E + R slots (objectives/serving/balance.py)
+        layout = layout | expert_layout_bad(c) | balance_layout_bad(c)
         rates = (c["gpu_bf16_tflop_s"], c["gpu_fp8_tflop_s"], c["gpu_fp4_tflop_s"])
         precision = ~(select(prec, rates) > 0) | ~(select(kvp, rates) > 0)
         out = {

@@ -51,6 +51,9 @@ SERVING_DEFAULTS: dict[str, float] = {
     # expert tensor parallelism: each routed expert split over etp GPUs, ep x etp = tp x attn_dp (blank: tp x
     # attn_dp / ep, TensorRT-LLM's default; objectives/serving/experts.py)
     "etp": np.nan,
+    # an expert load balancer (1: the experts placed, and ``redundant_experts`` copies of the hottest added, from
+    # their measured loads; 0: the engines' default placement; objectives/serving/balance.py)
+    "eplb": 0.0, "redundant_experts": 0.0,
     # MoE under attention data parallelism: 0 all-gather and reduce-scatter (the engines' default), 1 all-to-all
     "moe_all_to_all": 0.0,
     # attention data parallelism: 1 where the groups take their prompts in the same steps (TensorRT-LLM
@@ -76,7 +79,8 @@ SERVING_REQUIRED: dict[str, float] = {
     "gpu_bf16_tflop_s": 0, "gpu_gemm_eff_bf16": 0, "gpu_hbm_gb": 0, "gpu_hbm_tbyte_s": 0,
     "scaleup_size": 1, "scaleup_gbyte_s": 0, "nic_gbyte_s": 0,
 }
-_INTEGERS = ("n_gpus", "input_len", "output_len", "tp", "pp", "ep", "attn_dp", "etp", "replicas", "max_batch_size",
+_INTEGERS = ("n_gpus", "input_len", "output_len", "tp", "pp", "ep", "attn_dp", "etp", "redundant_experts", "replicas",
+             "max_batch_size",
              "prefill_n_gpus", "prefill_tp", "prefill_pp", "prefill_ep", "prefill_attn_dp",
              "max_num_tokens", "n_layers", "n_heads", "n_kv_heads", "moe_experts", "moe_topk", "attn_window", "spec_tokens")
 #: optional numeric columns that must be > 0 where given
@@ -178,11 +182,21 @@ def _check_values(floats: Columns, distinct: dict[str, tuple[np.ndarray, np.ndar
         row = bad_row(~(v >= 1) & ~((name == "replicas") & np.isnan(v)))
         if row is not None:
             raise InputError(f"{v[row]:g} is not valid; needs a whole number >= 1", column=name, row=row)
-    for name in ("moe_all_to_all", "attn_dp_balance", "latency_tuned"):
+    for name in ("moe_all_to_all", "attn_dp_balance", "latency_tuned", "eplb"):
         v = distinct_cells(floats[name])
         row = bad_row((v != 0) & (v != 1))
         if row is not None:
             raise InputError(f"{v[row]:g} is not valid; needs 0 or 1", column=name, row=row)
+    eplb, experts = np.broadcast_arrays(*(distinct_cells(floats[k]) for k in ("eplb", "moe_experts")))
+    redundant = distinct_cells(floats["redundant_experts"])
+    row = bad_row(~np.isfinite(redundant))
+    if row is not None:
+        raise InputError(f"{redundant[row]:g} is not valid; needs a whole number >= 0 (copies of the hottest experts)",
+                         column="redundant_experts", row=row)
+    row = bad_row((eplb > 0) & ~(experts > 0))
+    if row is not None:
+        raise InputError("1 needs an MoE model (a load balancer places routed experts; this model has none)",
+                         column="eplb", row=row)
     accept = distinct_cells(floats["spec_accept_tokens_per_step"])
     row = bad_row(~np.isnan(accept) & ~((accept >= 1) & (accept < np.inf)))
     if row is not None:

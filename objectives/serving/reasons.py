@@ -147,13 +147,27 @@ def serving_infeasible_reason(cols: Mapping[str, np.ndarray]) -> np.ndarray:
         if spec.any():
             reason[spec] = _spec_text(col, spec)
         todo &= ~spec
+    if "redundant_experts" in cols:  # an expert load balancer's slots (objectives/serving/balance.py)
+        redundant = np.nan_to_num(col("redundant_experts"))
+        eplb = np.nan_to_num(col("eplb")) if "eplb" in cols else np.zeros(len(rows))
+        copies = todo & (col("con_layout") > 0) & (redundant > 0) & ~(eplb > 0)
+        slots = todo & (col("con_layout") > 0) & (eplb > 0) & (np.mod(col("moe_experts") + redundant, col("ep")) != 0)
+        if copies.any():
+            reason[copies] = coded_text(["layout: redundant_experts ", (redundant[copies], "g"), " need eplb 1 (without a "
+                                         "load balancer nothing routes to the copies)"])
+        if slots.any():
+            reason[slots] = coded_text(["layout: ep ", (col("ep")[slots], "g"), " does not divide the balancer's "
+                                        "moe_experts + redundant_experts = ", ((col("moe_experts") + redundant)[slots],
+                                                                               "g"), " expert slots"])
+        todo &= ~(copies | slots)
     layout = todo & (col("con_layout") > 0)
     if layout.any():
         reason[layout] = coded_text(["layout: tp ", (col("tp")[layout], "g"), ", ep ", (col("ep")[layout], "g"), ", pp ",
                                   (col("pp")[layout], "g"), " do not split n_heads ", (col("n_heads")[layout], "g"),
                                   ", n_kv_heads ", (col("n_kv_heads")[layout], "g"), ", moe_experts ",
                                   (col("moe_experts")[layout], "g"), ", n_layers ", (col("n_layers")[layout], "g"),
-                                  " (tp must divide the heads, ep the experts and tp x attn_dp; a given etp x ep make tp x attn_dp)"])
+                                  " (tp must divide the heads, ep the experts (with eplb, experts + redundant_experts) and tp x attn_dp;"
+                                  " a given etp x ep make tp x attn_dp; redundant_experts need eplb 1)"])
     todo &= ~layout
     prefill_layout = todo & (col("con_prefill_layout") > 0)
     if prefill_layout.any():

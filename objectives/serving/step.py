@@ -59,6 +59,7 @@ from __future__ import annotations
 import numpy as np
 
 from objectives.base import as_codes, lookup, select
+from objectives.serving.balance import expert_imbalance, expert_slots
 from objectives.serving.engines import LAUNCH_S_PER_LAYER, engine_trait
 from objectives.serving.experts import expert_all_to_all, expert_tp, expert_weight_bytes_per_gpu
 from objectives.serving.latency import latency_design, latency_step
@@ -66,7 +67,7 @@ from objectives.serving.memory import BYTES_PER_VALUE, kv_bytes_per_token_layer,
 from objectives.training.collectives import Tiers, all_reduce_terms, p2p_terms, reduce_scatter_terms
 from objectives.training.transformer import attended_keys
 
-__all__ = ["StepModel", "step_design", "experts_touched", "STEP_COLUMNS", "IMBALANCE_MAX"]
+__all__ = ["StepModel", "step_design", "experts_touched", "STEP_COLUMNS"]
 
 #: the columns a StepModel reads (a model that builds one declares them among its ``requires``)
 STEP_COLUMNS = (
@@ -77,6 +78,7 @@ STEP_COLUMNS = (
     "kv_precision", "engine", "input_len", "output_len", "prefix_hit_frac", "gpu_hbm_tbyte_s", "gpu_bf16_tflop_s",
     "gpu_fp8_tflop_s", "gpu_fp4_tflop_s", "gpu_gemm_eff_bf16", "gpu_gemm_eff_fp8", "gpu_gemm_eff_fp4", "gpu_attn_eff_fa3",
     "scaleup_size", "scaleup_gbyte_s", "scaleup_mesh", "nic_gbyte_s", "net_eff_rel", "host_grace", "latency_tuned", "etp",
+    "eplb", "redundant_experts",
 )
 
 
@@ -95,8 +97,6 @@ _OVERLAP = engine_trait("overlap")
 _GRAPHS = engine_trait("graphs")
 _GRAPH_MAX = engine_trait("graph_max_batch")
 ACT_BYTES = 2.0  # 16-bit activations on the wire
-#: the busiest expert-parallel GPU's routed load over the mean, at most (StepModel: measured without EPLB)
-IMBALANCE_MAX = 2.55
 #: what :func:`step_design` gives that a StepModel keeps as it is
 _DESIGN_ATTRIBUTES = ("dense_mem", "dense_flop", "expert_mem", "imbalance", "expert_flop", "expert_half", "log_miss",
                       "act_stage", "logits_mem", "logits_flop", "comm0", "per_group_token", "per_stage_token",
@@ -150,28 +150,18 @@ def step_design(c, cal) -> dict[str, np.ndarray]:
     dense_flop = 2.0 * (layers * attn / _fill(q_width, n_half) + (layers - moe_layers) * dense_ffn
                         / _fill(np.minimum(h, dense_width), n_half) + moe_layers * shared
                         / _fill(np.minimum(h, shared_width), n_half)) / rate
-    expert_mem = expert_weight_bytes_per_gpu(c, bpw, moe_layers) / bw  # every local expert of the stage
+    expert_mem = expert_weight_bytes_per_gpu(c, bpw, moe_layers) / bw  # every local expert slot of the stage
     expert_split = expert_tp(c)  # each expert split over etp GPUs (blank: g / ep; objectives/serving/experts.py)
-    # the busiest expert-parallel GPU gets more than its share of the routed tokens, and grouped expert
-    # GEMMs run at expert_gemm_scale of a dense GEMM's rate. The imbalance is that of the sum of the
-    # n = E / ep experts a GPU holds, each expert's load spread with coefficient of variation
-    # ``expert_load_cv`` (independent experts: the GPU's cv is cv / sqrt(n)), and the busiest of the ep
-    # GPUs sits about sqrt(2 ln ep) of those spreads above the mean (the expected largest of ep normal
-    # variables, Cramer 1946 Sec. 28.6). Both ends are measured: cv's prior 1.28 is DeepSeek-R1's
-    # per-expert spread without EPLB (TensorRT-LLM tech blog 4, Table 1: std 164.1 over a mean of 128
-    # tokens per expert slot, EP 32 on 32 GB200; objectives/serving/fit.py its box), and the busiest GPU carries at most
-    # ``IMBALANCE_MAX`` = 2.55x the mean, the worst measured without rebalancing (the same table: the
-    # hottest of 32 ranks 1 + 1.564; SGLang's EP72 decode: EPLB gained 2.54x, inference-measurements.md
-    # 2.4), which the normal form overshoots at a few experts a GPU over many GPUs (3.0x at EP 72)
-    ep = c["ep"]
-    per_gpu = np.maximum(experts / np.maximum(ep, 1.0), 1.0)
-    imbalance = np.minimum(1.0 + cal.expert_load_cv * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0)) / per_gpu),
-                           IMBALANCE_MAX)
+    # the busiest expert-parallel GPU gets more than its share of the routed tokens (with or without an expert
+    # load balancer: objectives/serving/balance.py), and grouped expert GEMMs run at expert_gemm_scale of a
+    # dense GEMM's rate
+    imbalance = expert_imbalance(c, cal.expert_load_cv)
+    slot_share = expert_slots(c) / experts  # a balancer's redundant copies: more local slots to read and run
     expert_flop = 2.0 * moe_layers * topk * c["params_expert_layer"] / experts / g \
         / np.where(moe, cal.expert_gemm_scale, 1.0) / _fill(np.minimum(h, c["d_ff"] / expert_split), n_half) / rate
     # the rows' fixed cost (tiles, waves, the weights' stream) is each local expert's, not its tokens': the
     # busiest GPU's extra tokens scale only the token term (expert_flop x (imbalance x T + expert_half))
-    expert_half = np.where(moe, cal.gemm_rows_half * experts / np.maximum(topk, 1.0), 0.0)  # in stage tokens
+    expert_half = np.where(moe, cal.gemm_rows_half * experts * slot_share / np.maximum(topk, 1.0), 0.0)  # stage tokens
     log_miss = np.log1p(-np.minimum(topk / experts, 0.999))
     # 16-bit activations through HBM per token (kernels outside the GEMMs and the GEMMs' own inputs and
     # outputs: norms and residuals 4h, the attention's q, k, v and context, the feed-forward's gate and up
