@@ -38,7 +38,8 @@ CHANGES: tuple[tuple[str, str, tuple[str, ...], Callable[[np.ndarray], np.ndarra
 
 
 def design_table(run: Run, front: pd.DataFrame) -> dict[str, np.ndarray]:
-    """The front designs as the sweep scored them: the space's fixed columns and each design's searched ones."""
+    """The front designs as the sweep scored them: the space's fixed columns (its facility limits too, or a
+    change that draws more power than the facility has would pass) and each design's searched ones."""
     spec = run.info.get("spec", {})
     table: dict[str, object] = {}
     for k, v in spec.get("workload", {}).items():
@@ -52,6 +53,9 @@ def design_table(run: Run, front: pd.DataFrame) -> dict[str, np.ndarray]:
                 table[k] = v[0]
             elif not isinstance(v, (list, dict)) and v != "auto":
                 table[k] = v
+    for k in ("facility_mw", "rack_kw_max"):  # the facility's limits, on every row as dse.space.Space gives them
+        if spec.get(k) is not None:
+            table[k] = spec[k]
     n = len(front)
     out = {k: (np.asarray(v) if np.ndim(v) else np.full(n, v, dtype=object if isinstance(v, str) else None))
            for k, v in table.items()}
@@ -80,21 +84,26 @@ def _calibration(run):
 
 
 def _choices(run):
-    """The mapping choices the sweep searched: the model's defaults, with the lists the space gives
-    (dse.problem.default_scorer)."""
+    """The mapping choices the sweep searched, as dse.problem.default_scorer passes them: None for a space
+    whose mapping is ``auto`` (the model's own search), else the model's defaults with the lists the space
+    gives. None is not the defaults spelled out: given choices name ``sequence_parallel``, so the training
+    search searches it over (1,) and its rule "sequence parallelism only with tp > 1" drops every tp 1
+    mapping, where None lets it follow tp (objectives/mapping.py). A what-if's baseline then differed from
+    the front it starts from (roadmap-2027-moe #1: 1.62 days at tp 2 against the front's 1.57 at tp 1)."""
     import objectives
 
     mapping = run.info.get("spec", {}).get("mapping")
+    if not isinstance(mapping, Mapping) or not mapping:
+        return None
     if run.serving:
         from objectives.serving import SERVING_CHOICES
 
         choices = dict(SERVING_CHOICES)
     else:
         choices = dict(objectives.DEFAULT_CHOICES)
-    if isinstance(mapping, Mapping):
-        for k, v in mapping.items():
-            if isinstance(v, list) and len(v) > 1:
-                choices[k] = tuple(v)
+    for k, v in mapping.items():
+        if isinstance(v, list) and len(v) > 1:
+            choices[k] = tuple(v)
     return choices
 
 
