@@ -37,7 +37,8 @@ against dense ones),
 ``allreduce_latency_s`` (one small tensor-parallel all-reduce), per engine ``host_step_s`` and
 ``host_request_s`` (host time per step, and per request in it: scheduling, sampling, output processing),
 and ``host_grace_scale`` (that host time on a Grace host over an x86 one), and ``expert_load_cv`` (the spread of
-one expert's routed load, which sets the busiest expert-parallel GPU's load, at most the measured 2.55x).
+one expert's routed load, which sets the busiest expert-parallel GPU's load, at most the measured 2.55x;
+objectives/serving/balance.py).
 No published run measures vLLM or SGLang (objectives/catalog/serving_runs.md): their host factors keep the
 priors below, and what they share with TensorRT-LLM (the GPU's rates) is TensorRT-LLM's fit.
 
@@ -181,11 +182,12 @@ class ServingCalibration:
     #: rows at which a GEMM runs at half its large-GEMM rate (few rows fill few output tiles and waves; the
     #: training model's ``gemm_n_half`` is the same idea, objectives/calibration.py)
     gemm_rows_half: float = 64.0
-    #: coefficient of variation of one routed expert's load (objectives/serving/step.py: the busiest of ep GPUs
-    #: holding E / ep experts each carries 1 + cv sqrt(2 ln ep / (E / ep)) of the mean, at most IMBALANCE_MAX).
-    #: Prior 1.28, measured: DeepSeek-R1 without EPLB, std 164.1 over a mean of 128 routed tokens per expert
-    #: slot (TensorRT-LLM tech blog 4, "Scaling Expert Parallelism", Table 1, EP 32). Its box ends at 1.68, the
-    #: spread at which the form gives that table's hottest rank (2.56x the mean, 8 experts a GPU at EP 32)
+    #: coefficient of variation of one routed expert's load (objectives/serving/balance.py: the busiest of ep GPUs
+    #: holding E / ep experts each carries 1 + cv M(ep) / sqrt(E / ep) of the mean, M(ep) the expected largest of
+    #: ep standard normals, at most IMBALANCE_MAX). Prior 1.28, measured: DeepSeek-R1 without EPLB, std 164.1 over
+    #: a mean of 128 routed tokens per expert slot (TensorRT-LLM tech blog 4, "Scaling Expert Parallelism",
+    #: Table 1, EP 32). Its box ends at 2.14, the spread at which the form gives that table's hottest rank
+    #: (2.564x the mean, 8 experts a GPU at EP 32)
     expert_load_cv: float = 1.28
     #: routed experts' grouped GEMMs against dense GEMMs at the same precision (one GEMM per expert with
     #: its own rows, a tail of small ones; CUTLASS grouped GEMM in TensorRT-LLM's fused MoE)
