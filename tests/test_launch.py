@@ -327,6 +327,55 @@ def test_eagle3_llama_on_each_engine(serving_run):
     assert "objectives/catalog/speculative.yaml names no" in written.files["README.txt"]
 
 
+BALANCER_OPTIONS = {"trtllm-llm-api": ["moe_config.load_balancer.num_slots", "moe_config.load_balancer.layer_updates_per_iter"],
+                    "vllm-serve": ["--enable-eplb", "--eplb-config"],
+                    "sglang-launch-server": ["--enable-eplb", "--ep-num-redundant-experts"]}
+
+
+def test_expert_load_balancer_deepseek_r1_on_each_engine(deepseek):
+    """DeepSeek-R1 on 32 GPUs, attention DP 32 with EP 32, an expert load balancer with 32 redundant experts
+    (objectives/serving/balance.py): each engine's online balancer with E + R = 256 + 32 = 288 slots, 9 a GPU,
+    every name one options.yaml documents; eplb 0 (or the columns blank, as in runs older than the balancer)
+    writes none of them; an instance without expert parallelism gets a README line, not a flag."""
+    run = load_run(deepseek)
+    dep = dict(serving="aggregated", n_gpus=32, tp=1, attn_dp=32, pp=1, ep=32, etp=np.nan, spec_decode="none",
+               latency_tuned=0, concurrency=2048, eplb=1, redundant_experts=32)
+    written = speculating(pick(run, None), "trtllm", **dep)
+    extra = yaml.safe_load(written.files["extra-llm-api-options.yaml"])
+    assert extra["moe_config"] == {"load_balancer": {"num_slots": 288, "layer_updates_per_iter": 1}}
+    assert int(command(written.files["trtllm-serve.sh"])["--ep_size"]) == 32  # 288 slots over 32 ranks: 9 a GPU
+    assert "288 expert slots (256 experts + 32 copies, 9 a GPU)" in written.files["README.txt"]
+
+    cmd = command(speculating(pick(run, None), "vllm", **dep).files["vllm-serve.sh"])
+    assert cmd["--enable-expert-parallel"] is True and cmd["--enable-eplb"] is True
+    assert json.loads(cmd["--eplb-config"]) == {"num_redundant_experts": 32}
+    assert (int(cmd["--tensor-parallel-size"]), int(cmd["--data-parallel-size"])) == (1, 32)  # vLLM's EP: tp x dp
+
+    cmd = command(speculating(pick(run, None), "sglang", **dep).files["sglang-launch.sh"])
+    assert cmd["--enable-eplb"] is True and int(cmd["--ep-num-redundant-experts"]) == 32
+    assert int(cmd["--ep-size"]) == 32 and "--init-expert-location" not in cmd  # the trivial start, SGLang's default
+
+    # the balancer written, each option in its engine's list; eplb 0, or the columns blank: none of them
+    for engine, target in (("trtllm", "trtllm-llm-api"), ("vllm", "vllm-serve"), ("sglang", "sglang-launch-server")):
+        assert set(BALANCER_OPTIONS[target]) <= documented(target)
+        on = speculating(pick(run, None), engine, **dep)
+        assert set(BALANCER_OPTIONS[target]) <= set(on.emitted[target])
+        for off_columns in ({"eplb": 0, "redundant_experts": 0}, {"eplb": np.nan, "redundant_experts": np.nan}):
+            off = speculating(pick(run, None), engine, **{**dep, **off_columns})
+            names = [n for name, text in off.files.items() for n in written_names(name, text)[1]]
+            assert names and not set(names) & set(BALANCER_OPTIONS[target]), (engine, off_columns)
+            assert "redundant experts" not in off.files["README.txt"] + "".join(t for n, t in off.files.items() if n.endswith(".sh"))
+        # no expert parallelism (ep 1, tp 32): no balancer option, the README says why
+        flat = speculating(pick(run, None), engine, **{**dep, "tp": 32, "attn_dp": 1, "ep": 1})
+        names = [n for name, text in flat.files.items() for n in written_names(name, text)[1]]
+        assert not set(names) & set(BALANCER_OPTIONS[target])
+        assert "expert load balancer with 32 redundant experts (288 slots), but" in flat.files["README.txt"]
+    # 288 slots do not divide over 64 ranks: a note instead
+    odd = speculating(pick(run, None), "sglang", **{**dep, "n_gpus": 64, "attn_dp": 64, "ep": 64})
+    assert "--enable-eplb" not in command(odd.files["sglang-launch.sh"])
+    assert "288 slots do not divide over SGLang's 64 expert-parallel ranks" in odd.files["README.txt"]
+
+
 def test_every_written_option_is_documented(train_run, deepseek):
     """Every launch of this module (training, each engine, both pools), its files read back: each option name
     is one options.yaml documents for the file's target, and every target was written."""

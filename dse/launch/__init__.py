@@ -5,7 +5,8 @@ disaggregated design) for a serving design; and a README. Each option name writt
 
 One module per target: :mod:`dse.launch.megatron`, :mod:`dse.launch.trtllm`, :mod:`dse.launch.vllm`,
 :mod:`dse.launch.sglang`; :mod:`dse.launch.design` picks and reads the design, :mod:`dse.launch.instance`
-cuts a serving design into its instances, :mod:`dse.launch.write` writes the files.
+cuts a serving design into its instances (their speculation and expert load balancer from
+:mod:`dse.launch.speculation` and :mod:`dse.launch.balancer`), :mod:`dse.launch.write` writes the files.
 """
 
 from dse.launch.write import Launched, launch_files, write_launch

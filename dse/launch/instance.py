@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dse.launch.balancer import Balancer, balancer
 from dse.launch.design import Design, label, number, whole
 from dse.launch.speculation import Speculation, speculation
 
@@ -32,6 +33,7 @@ class Instance:
     max_seq_len: int  # input_len + output_len
     spec: Speculation  # speculative decoding, and latency tuning (the decode or aggregated instance's only)
     etp: int = 1  # expert tensor parallelism: each routed expert split over etp GPUs (objectives/serving/experts.py)
+    balancer: Balancer = Balancer(on=False, redundant=0, experts=None)  # the expert load balancer (both pools')
 
     def per_group(self, total: int) -> int:
         """``total`` (requests) per attention data-parallel group, rounded up."""
@@ -55,7 +57,8 @@ def instances(design: Design) -> list[Instance]:
     base = dict(engine=engine, model=str(row.get("model", "model")), precision=label(row, "precision", "bf16"),
                 kv_precision=label(row, "kv_precision", "bf16"), token_budget=whole(row, "token_budget", 8192),
                 kv_frac=_kv_frac(row, engine),
-                max_seq_len=(whole(row, "input_len", 0) or 0) + (whole(row, "output_len", 0) or 0))
+                max_seq_len=(whole(row, "input_len", 0) or 0) + (whole(row, "output_len", 0) or 0),
+                balancer=balancer(row))
     mapping = {c: whole(row, c, 1) for c in ("tp", "pp", "ep", "attn_dp")}
     spec = speculation(row)
     first = Instance(role="decode" if disaggregated else "aggregated", n_gpus=whole(row, "n_gpus", 1),

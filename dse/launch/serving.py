@@ -29,10 +29,12 @@ def _mapping(inst: Instance) -> str:
 
 
 def _tuning(inst: Instance) -> str:
-    """', mtp with 3 draft tokens, latency-tuned' (dse/launch/speculation.py), or ''."""
-    spec = inst.spec
+    """', mtp with 3 draft tokens, latency-tuned, expert load balancer with 32 redundant experts'
+    (dse/launch/speculation.py, dse/launch/balancer.py), or ''."""
+    spec, balancer = inst.spec, inst.balancer
     words = ([f"{spec.method} with {spec.tokens} draft tokens"] if spec.on else []) \
-        + (["latency-tuned"] if spec.latency_tuned else [])
+        + (["latency-tuned"] if spec.latency_tuned else []) \
+        + ([f"expert load balancer with {balancer.redundant} redundant experts"] if balancer.on else [])
     return "".join(f", {w}" for w in words)
 
 

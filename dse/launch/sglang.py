@@ -18,6 +18,11 @@
   being its alias: server_args.py ``_handle_speculative_decoding``; the module from the target's checkpoint),
   EAGLE-3 with ``EAGLE3`` and ``--speculative-draft-model-path`` the head of speculative.yaml; a separate
   draft model (``STANDALONE``) needs a checkpoint the catalog does not name: not written, said so;
+- an expert load balancer (dse/launch/balancer.py; eplb 1) -> ``--enable-eplb`` and, with R copies,
+  ``--ep-num-redundant-experts R`` (server_args.py; as SGLang's own DeepSeek tests launch it): online, from
+  the trivial placement (``--init-expert-location`` trivial, the default), ``--enable-eplb`` setting the
+  load recorder (``expert_distribution_recorder_mode`` stat) and static dispatch itself; SGLang asserts
+  ep > 1, and ep must divide E + R: else a note;
 - latency tuning -> ``--cuda-graph-max-bs 8`` (CUDA graphs up to the model's batch 8).
 """
 
@@ -38,7 +43,7 @@ def sglang_files(inst: Instance, stem: str) -> tuple[Output, str]:
     model = Raw(f'"${{MODEL:?set MODEL to a checkpoint of {inst.model} with {inst.precision} weights}}"')
     args = {"--tp-size": inst.tp * inst.attn_dp, "--pp-size": inst.pp,
             "--dp-size": inst.attn_dp if dp else None, "--enable-dp-attention": True if dp else None,
-            "--ep-size": inst.ep if inst.ep > 1 else None,
+            "--ep-size": inst.ep if inst.ep > 1 else None, **_balancer(inst, out),
             "--max-running-requests": inst.concurrency or None,
             "--chunked-prefill-size": inst.token_budget * inst.attn_dp if inst.token_budget else None,
             "--context-length": inst.max_seq_len or None,
@@ -65,3 +70,20 @@ def _speculative(inst: Instance, out: Output) -> dict:
     return {"--speculative-algorithm": algorithm, "--speculative-draft-model-path": spec.draft,
             "--speculative-num-steps": spec.tokens, "--speculative-eagle-topk": 1,
             "--speculative-num-draft-tokens": spec.tokens + 1}
+
+
+def _balancer(inst: Instance, out: Output) -> dict:
+    """The expert load balancer's flags (module doc); none, with a note, where SGLang cannot run it."""
+    balancer = inst.balancer
+    if not balancer.on:
+        return {}
+    why = balancer.blocked(inst.ep, "SGLang")
+    if why:
+        out.notes.append(f"the design runs {balancer.words()}, but {why}: no --enable-eplb is written for the "
+                         f"{inst.role} instance")
+        return {}
+    out.notes.append(f"--enable-eplb ({inst.role} instance): SGLang's online balancer over --ep-size {inst.ep} with "
+                     f"{balancer.redundant} redundant experts, starting from the trivial placement and re-placing the "
+                     "experts from the loads it records (expert_distribution_recorder_mode stat, which --enable-eplb "
+                     "sets; every eplb_rebalance_num_iterations, 1000 by default)")
+    return {"--enable-eplb": True, "--ep-num-redundant-experts": balancer.redundant or None}

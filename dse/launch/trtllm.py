@@ -19,6 +19,11 @@ YAML (TensorRT-LLM 1.0, PyTorch backend; ``trtllm-2024`` designs on the TensorRT
   Eagle``, ``max_draft_len`` = the draft length, ``speculative_model_dir`` the head of speculative.yaml and
   ``eagle3_one_model: true`` (tech blog 6, the Llama 4 Maverick guide); a separate draft model's
   (``DraftTarget``) needs a checkpoint the catalog does not name: not written, said so;
+- an expert load balancer (dse/launch/balancer.py; eplb 1) -> ``moe_config.load_balancer: {num_slots: E + R,
+  layer_updates_per_iter: 1}``: the online balancer, which re-places one MoE layer's experts each iteration
+  from the loads it measures and needs no statistics run (examples/wide_ep/README.md writes it inline so,
+  with 1; 0 is the offline one, a static placement from ``initial_global_assignments`` that a recorded
+  statistics run generates, examples/wide_ep/ep_load_balancer); ep > 1 with ep dividing E + R, else a note;
 - latency tuning -> ``cuda_graph_config: {enable_padding: true, max_batch_size: 8}`` (the Maverick guide's),
   ``disable_overlap_scheduler: false`` (the overlap scheduler, 1.0's default, stated) and
   ``TRTLLM_ENABLE_PDL=1`` before the command (both guides' environment); the all-reduce's fusion with
@@ -56,6 +61,23 @@ def extra_options(inst: Instance) -> tuple[dict, list[str]]:
                                       "batch_sizes": cuda_graph_sizes(inst.per_group(inst.concurrency))}
     if pytorch and inst.etp > 1 and inst.ep > 1:
         extra["moe_tensor_parallel_size"] = inst.etp
+    balancer = inst.balancer
+    if balancer.on:
+        why = "TensorRT-LLM's TensorRT backend takes no load balancer" if not pytorch else \
+            (balancer.blocked(inst.ep, "TensorRT-LLM") or (None if balancer.slots else "the model's expert count is unknown"))
+        if why:
+            notes.append(f"the design runs {balancer.words()}, but {why}: no moe_config.load_balancer is written "
+                         f"for the {inst.role} instance")
+        else:
+            extra["moe_config"] = {"load_balancer": {"num_slots": balancer.slots, "layer_updates_per_iter": 1}}
+            notes.append(f"moe_config.load_balancer ({inst.role} instance): the online balancer, {balancer.slots} expert "
+                         f"slots ({balancer.experts} experts + {balancer.redundant} copies, {balancer.slots // inst.ep} a "
+                         "GPU), layer_updates_per_iter 1 re-placing one MoE layer's experts each iteration from the "
+                         "loads it measures (0 would be a static placement from a recorded statistics run, "
+                         "examples/wide_ep/ep_load_balancer). It keeps every expert's weights in host shared memory "
+                         "(examples/wide_ep/README.md: its prerequisites, TRTLLM_EPLB_SHM_NAME); a release that takes "
+                         "load_balancer only as a file's path (1.0's wide-EP README) needs these two keys in a YAML "
+                         "file named there")
     if spec.on and pytorch:
         config = _speculative_config(inst, notes)
         if config:

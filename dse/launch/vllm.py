@@ -13,6 +13,11 @@
   SpeculativeConfig): ``method`` mtp (the target's own MTP module; vLLM takes the draft from the target's
   checkpoint) or eagle3 with ``model`` the head of speculative.yaml, ``num_speculative_tokens`` = the draft
   length; a separate draft model (``draft_model``) needs a checkpoint the catalog does not name: not written;
+- an expert load balancer (dse/launch/balancer.py; eplb 1) -> ``--enable-eplb`` and, with R copies,
+  ``--eplb-config '{"num_redundant_experts":R}'`` (EPLBConfig, vllm/config/parallel.py; the older
+  ``--num-redundant-experts`` is deprecated in 0.11); vLLM balances online over its expert-parallel ranks,
+  all tp x dp of them, and refuses EPLB without ``--enable-expert-parallel``: written only where ep > 1 and
+  tp x dp divides E + R, else a note;
 - latency tuning -> ``--max-cudagraph-capture-size 8`` (CUDA graphs up to the model's batch 8); vLLM's
   all-reduce fusion and async scheduling are not written (no vLLM 0.11 source read confirms them with
   speculative decoding), said so.
@@ -50,6 +55,7 @@ def vllm_files(inst: Instance, stem: str) -> tuple[Output, str]:
                              f"num_speculative_tokens {spec.tokens})")
         else:
             speculative = json.dumps({**config, "num_speculative_tokens": spec.tokens}, separators=(",", ":"))
+    eplb = _balancer(inst, out)
     if spec.latency_tuned:
         out.notes.append(f"latency-tuned: CUDA graphs up to batch {GRAPH_MAX_BATCH} (--max-cudagraph-capture-size); "
                          "vLLM's fused all-reduce and async scheduling are not written (not confirmed for vLLM 0.11 "
@@ -60,9 +66,27 @@ def vllm_files(inst: Instance, stem: str) -> tuple[Output, str]:
             "--max-num-seqs": inst.per_group(inst.concurrency) if inst.concurrency else None,
             "--max-num-batched-tokens": inst.token_budget, "--max-model-len": inst.max_seq_len or None,
             "--gpu-memory-utilization": round(inst.kv_frac, 4), "--kv-cache-dtype": kv,
-            "--speculative-config": speculative,
+            **eplb, "--speculative-config": speculative,
             "--max-cudagraph-capture-size": GRAPH_MAX_BATCH if spec.latency_tuned else None}
     args = {k: v for k, v in args.items() if v is not None}
     out.emit("vllm-serve", args)
     model = Raw(f'"${{MODEL:?set MODEL to a checkpoint of {inst.model} with {inst.precision} weights}}"')
     return out, command_text(["vllm", "serve", model], list(args.items()))
+
+
+def _balancer(inst: Instance, out: Output) -> dict:
+    """The expert load balancer's flags (module doc); none, with a note, where vLLM cannot run it."""
+    balancer = inst.balancer
+    if not balancer.on:
+        return {}
+    why = "vLLM's EPLB needs --enable-expert-parallel" if inst.ep <= 1 else \
+        balancer.blocked(inst.tp * inst.attn_dp, "vLLM")
+    if why:
+        out.notes.append(f"the design runs {balancer.words()}, but {why}: no --enable-eplb is written for the "
+                         f"{inst.role} instance")
+        return {}
+    out.notes.append(f"--enable-eplb ({inst.role} instance): vLLM's online balancer over its {inst.tp * inst.attn_dp} "
+                     f"expert-parallel ranks with {balancer.redundant} redundant experts, re-placing the experts every "
+                     "step_interval steps from a window of measured loads (EPLBConfig's defaults: 3000 and 1000)")
+    config = json.dumps({"num_redundant_experts": balancer.redundant}, separators=(",", ":")) if balancer.redundant else None
+    return {"--enable-eplb": True, "--eplb-config": config}

@@ -23,7 +23,8 @@ WHAT = {
     OVERRIDES_FILE: "Megatron-Bridge ConfigContainer overrides (KEY=VALUE, one a line) for the design",
     TRAIN_FILE: "the launch command: scripts/training/train.sh with the nodes, GPUs per node and the overrides",
     "trtllm-serve.sh": "the trtllm-serve command of the (decode) instance",
-    "extra-llm-api-options.yaml": "its --extra_llm_api_options: CUDA graphs, KV cache, attention DP, speculative decoding",
+    "extra-llm-api-options.yaml": "its --extra_llm_api_options: CUDA graphs, KV cache, attention DP, speculative "
+                                  "decoding, the expert load balancer",
     "trtllm-serve-prefill.sh": "the trtllm-serve command of a prefill instance",
     "extra-llm-api-options-prefill.yaml": "the prefill instance's --extra_llm_api_options",
     "vllm-serve.sh": "the vllm serve command of the (decode) instance",
