@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from objectives.serving import ServingCalibration, evaluate_serving
-from objectives.serving.balance import (EPLB_SLOT_CV, HOT_EXPERT_RATIO, IMBALANCE_MAX, expected_max_normal,
-                                        expert_imbalance)
+from objectives.serving.balance import EPLB_SLOT_CV, HOT_EXPERT_RATIO, IMBALANCE_MAX, expected_max_normal, expert_imbalance
 from objectives.serving.memory import BYTES_PER_VALUE
 from objectives.serving.prepare import prepare_serving
 from objectives.serving.step import step_design

@@ -42,9 +42,9 @@ parameters derived from them by objectives/serving/interval_fit.py (``catalog/se
   step (``latency_tuned`` 1) add one each: their published measurements are batch-1 runs kept out of the fit
   (objectives/catalog/serving_runs.md, 39% off), so a speculative or latency-tuned design is unvalidated
   ground, marked ``interval_extrapolated`` too; so is an expert load balancer (``eplb`` 1, one more: no
-  published run in the validation runs one, objectives/serving/balance.py). The u aspects are independent sources of error, so their
-  variances add (sigma^2 (1 + u (exp(2 b_unvalidated) - 1)), the measured widening exp(b_unvalidated) at
-  u = 1): a disaggregated, speculative, latency-tuned design (u = 4) is x4.3 wider at b_unvalidated 0.85, not
+  published run in the validation runs one, objectives/serving/balance.py). The u aspects are independent
+  sources of error, so their variances add (sigma^2 (1 + u (exp(2 b_unvalidated) - 1)), the measured widening exp(b_unvalidated) at
+  u = 1): a disaggregated, speculative, latency-tuned design (u = 4) is x3.9 wider at b_unvalidated 0.76, not
   the x30 that multiplying the widenings gave (intervals of 5 decades on DeepSeek-R1's MTP designs).
 - ``z_10``, ``z_90``: quantiles of the held-out log ratios over their sigma, each source weighing the same.
 
