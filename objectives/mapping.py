@@ -12,9 +12,10 @@ with nothing enumerated.
 
 The rules a candidate must pass are those of :mod:`objectives.training.divisibility` (the same Layout counts), plus
 its search-only pruning rules (tp inside the scale-up domain, cp only for long sequences, sequence
-parallelism only with tp > 1). A row none of whose candidates passes gets one fallback candidate marked
-with the rule that ended the last of them (``search_lost_rule``), so that its ``infeasible_reason`` says
-why no mapping works.
+parallelism only with tp > 1: a searched tp 1 candidate is enumerated once, with it off, whatever the
+choices, so that the rule never drops it). A row none of whose candidates passes gets one fallback
+candidate marked with the rule that ended the last of them (``search_lost_rule``), so that its
+``infeasible_reason`` says why no mapping works.
 
 Memory is bounded by candidates, not rows: candidates are enumerated at most :data:`CANDIDATE_BUDGET`
 (2^18) at a time, in pieces of whole rows (a row of 5,000 candidates fills a piece that holds hundreds of
@@ -171,6 +172,11 @@ def iter_mappings(floats: Columns, rows: np.ndarray, searched: Sequence[str], ch
                 owner = np.repeat(owner, len(values))
                 cand = {k: np.repeat(v, len(values)) for k, v in cand.items()}
                 cand[name] = np.tile(values, len(owner) // len(values))
+                if name == "sequence_parallel":  # a no-op at tp 1 (it splits the tp group's activations): a tp 1
+                    solo = ~(cand["tp"] > 1)  # candidate runs it off, once, not dropped by rule sp_tp for choices (1,)
+                    keep = ~solo | (np.arange(len(owner)) % len(values) == 0)
+                    cand[name] = np.where(solo, 0.0, cand[name])
+                    owner, cand = owner[keep], {k: v[keep] for k, v in cand.items()}
             elif name == "sequence_parallel":
                 cand[name] = np.where(sp_follows_tp[owner], (cand["tp"] > 1) * 1.0, floats[name][owner])
             else:

@@ -69,6 +69,28 @@ def test_staged_enumeration_keeps_only_valid_layouts():
     assert np.all(cand["sequence_parallel"] == (cand["tp"] > 1))
 
 
+def test_a_narrowed_mapping_still_runs_tp_1():
+    """A space that narrows any mapping column (``mapping: {tp: [1, 2]}``) passes the model's defaults with
+    its lists (dse.space.Space.mapping_choices), sequence_parallel (1,) among them. Sequence parallelism is a
+    no-op at tp 1, so a tp 1 candidate runs with it off (once, whatever the list) instead of being dropped by
+    the rule "sequence parallelism only with tp > 1": such a sweep never ran tp 1 (a tp 2 mapping 3% slower
+    here, Llama 3 8B on 64 H100s, where ``mapping: auto`` runs tp 1). A given cell is kept as given."""
+    from objectives.mapping import DEFAULT_CHOICES
+
+    design = dict(model="llama3-8b", gpu="h100-sxm", n_gpus=64, global_batch=512, seq_len=8192)
+    auto = objectives.search_mapping(design)
+    assert auto["tp"][0] == 1 and auto["sequence_parallel"][0] == 0
+    tried = {}
+    for sp in ((1,), (0,), (0, 1)):
+        out = objectives.search_mapping(design, choices={**DEFAULT_CHOICES, "tp": (1, 2), "sequence_parallel": sp})
+        assert out["tp"][0] == 1 and out["sequence_parallel"][0] == 0, sp
+        assert out["step_time_s"][0] == auto["step_time_s"][0], sp
+        tried[sp] = out["n_mappings_tried"][0]
+    assert tried[(1,)] == tried[(0,)] < tried[(0, 1)]  # tp 1 enumerated once; only tp 2 doubles with (0, 1)
+    given = objectives.search_mapping(dict(design, tp=1, sequence_parallel=1), choices={**DEFAULT_CHOICES, "tp": (1, 2)})
+    assert given["sequence_parallel"][0] == 1
+
+
 def test_a_nonsense_override_makes_an_infeasible_row_not_a_crash():
     """A design whose every mapping scores NaN (a zero head dimension) is one infeasible row; the other
     designs of the table keep their best mappings (found by the hostile-input test: the row had no best

@@ -86,10 +86,9 @@ def _calibration(run):
 def _choices(run):
     """The mapping choices the sweep searched, as dse.problem.default_scorer passes them: None for a space
     whose mapping is ``auto`` (the model's own search), else the model's defaults with the lists the space
-    gives. None is not the defaults spelled out: given choices name ``sequence_parallel``, so the training
-    search searches it over (1,) and its rule "sequence parallelism only with tp > 1" drops every tp 1
-    mapping, where None lets it follow tp (objectives/mapping.py). A what-if's baseline then differed from
-    the front it starts from (roadmap-2027-moe #1: 1.62 days at tp 2 against the front's 1.57 at tp 1)."""
+    gives. The two search alike since a searched sequence_parallel keeps tp 1 candidates (with it off,
+    objectives/mapping.py); before, the defaults spelled out searched it over (1,), dropped every tp 1 mapping,
+    and a what-if's baseline differed from its front (roadmap-2027-moe #1: 1.62 days at tp 2, not 1.57)."""
     import objectives
 
     mapping = run.info.get("spec", {}).get("mapping")
