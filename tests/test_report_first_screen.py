@@ -168,3 +168,19 @@ def test_a_serving_headline_speaks_serving_units():
                              "256 requests in flight: cost per M output tokens $0.118 (80% interval $0.0973–$0.146), "
                              "speed per user 24.8 tokens/s, TPOT 40.2 ms and TTFT 95.8 ms.")
     assert said.caveat == ""
+
+
+def test_a_serving_headline_names_the_deployment_options():
+    """What dse launch writes beyond the mapping is in the sentence a deployer reads: the speculation and its
+    draft length, expert tensor parallelism, the latency-tuned step, the expert load balancer and its copies;
+    none of them where not taken (the headline above)."""
+    row = pd.Series({"gpu": "gb200", "n_gpus": 32, "precision": "fp4", "kv_precision": "fp8", "tp": 1, "pp": 1,
+                     "ep": 16, "attn_dp": 32, "etp": 2, "serving": "disaggregated", "spec_decode": "mtp",
+                     "spec_tokens": float("nan"), "spec_draft_tokens": 3.0, "latency_tuned": 1, "eplb": 1,
+                     "redundant_experts": 32, "concurrency": 512, "usd_per_mtok_out": 0.4})
+    said = decision({"usd_per_mtok_out": "min"}, row, serving=True)
+    assert said.sentence == (
+        "Recommended: 32 × gb200, owned, fp4 weights, fp8 KV cache, tp 1 × pp 1 × ep 16 × attention dp 32, "
+        "disaggregated, mtp speculative decoding, 3 draft tokens, expert tensor parallelism 2, latency-tuned, "
+        "expert load balancer, 32 redundant experts, 512 requests in flight: cost per M output tokens $0.4.")
+

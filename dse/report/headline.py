@@ -79,11 +79,32 @@ def mapping_short(row: pd.Series, serving: bool = False) -> str:
     if serving:
         if isinstance(row.get("serving"), str):
             words.append(row["serving"])
+        words += serving_options(row)
         if _whole(row, "concurrency") is not None:
             words.append(f"{number(_whole(row, 'concurrency'))} requests in flight")
     elif _whole(row, "zero_stage") is not None:
         words.append(f"ZeRO-{_whole(row, 'zero_stage')}")
     return ", ".join(words)
+
+
+def serving_options(row: pd.Series) -> list[str]:
+    """A serving design's deployment choices beyond its mapping, each only where taken (what a deployer must set:
+    dse launch writes them): 'mtp speculative decoding, 3 draft tokens', 'expert tensor parallelism 2',
+    'latency-tuned', 'expert load balancer, 32 redundant experts'."""
+    words = []
+    spec = row.get("spec_decode")
+    if isinstance(spec, str) and spec != "none":
+        k = _whole(row, "spec_draft_tokens") or _whole(row, "spec_tokens")  # the model's k (blank spec_tokens: 3)
+        words.append(f"{spec} speculative decoding" + (f", {number(k)} draft tokens" if k else ""))
+    etp = _whole(row, "etp")
+    if etp is not None and etp > 1:
+        words.append(f"expert tensor parallelism {number(etp)}")
+    if _whole(row, "latency_tuned") == 1:
+        words.append("latency-tuned")
+    if _whole(row, "eplb") == 1:
+        copies = _whole(row, "redundant_experts")
+        words.append("expert load balancer" + (f", {number(copies)} redundant experts" if copies else ""))
+    return words
 
 
 def objective_words(metric: str, row: pd.Series) -> str:
