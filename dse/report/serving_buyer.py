@@ -124,9 +124,15 @@ def profile(row: pd.Series) -> list[str]:
     out.append(words)
     if mode == "disaggregated":
         ratio, pool, kv_s = (_finite(row, c) for c in ("prefill_instances_per_decode", "prefill_gpus", "kv_transfer_s"))
+        size = _finite(row, "prefill_n_gpus") or n
+        # fewer whole prefill instances than replicas x ratio (objectives/serving/pool_size.py): the decode
+        # instances run at that share of their rate
+        share = pool / size / (replicas * ratio) if pool and size and ratio else 1.0
         if ratio is not None:
             out.append(f"beside it {number(ratio, 2)} prefill instances per decode instance (rate-matched"
-                       + (f"; {number(pool)} prefill GPUs in the deployment" if pool is not None else "") + ")"
+                       + (f"; {number(pool)} prefill GPUs in the deployment" if pool is not None else "")
+                       + (f", whole instances: the decode instances at {100 * share:.4g}% of their rate" if share < 1 - 1e-9
+                          else "") + ")"
                        + (f", a prompt's KV cache crossing to the decode instance in {seconds(kv_s)}" if kv_s else ""))
     parts = tpot_parts(pd.DataFrame([row]))
     tpot = _finite(row, "tpot_s")

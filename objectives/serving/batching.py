@@ -34,7 +34,9 @@ The operating point (``concurrency``): given; or, with ``request_rate_per_s`` (o
 With a request rate and no replicas, the deployment gets as many instances as the rate needs at that
 largest B. A rented row (``cost_mode`` cloud on an instance of ``instance_gpus``) that does not fix
 ``replicas`` then rounds them up to fill the whole instances it pays for (objectives/serving/rentals.py:
-1-GPU instances of the model on an 8-GPU instance, 8 replicas), each taking its share of the rate.
+1-GPU instances of the model on an 8-GPU instance, 8 replicas), each taking its share of the rate. A
+disaggregated deployment's prefill pool is whole instances, the floor or the ceiling of replicas x ratio,
+the cheaper per output token (objectives/serving/pool_size.py; the ceiling where a request rate is given).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import numpy as np
 from objectives.serving.designs import PerDesign
 from objectives.serving.disaggregated import PREFILL_MAPPING, DisaggregatedPools
 from objectives.serving.memory import ServingMemory
+from objectives.serving.pool_size import COST_COLUMNS, prefill_pool
 from objectives.serving.prefill_pool import PREFILL_GPU_COLUMNS, PREFILL_GPU_EXTRA, prefill_gpu_constraint
 from objectives.serving.rentals import fill_instances
 from objectives.serving.step import STEP_COLUMNS, StepModel, step_design
@@ -127,7 +130,8 @@ class ServingBatching(PerDesign):
     requires = tuple(dict.fromkeys(STEP_COLUMNS + ServingMemory.requires + tuple(PREFILL_MAPPING) + (
         "token_budget", "max_concurrency", "concurrency", "request_rate_per_s", "replicas", "ttft_slo_s", "tpot_slo_s",
         "n_gpus", "serving", "kv_bytes_per_token", "attn_dp_balance", "cost_mode", "instance_gpus", "spec_draft_tokens",
-        "spec_accept_tokens_per_step", "spec_draft_layers") + tuple(PREFILL_GPU_COLUMNS.values()) + PREFILL_GPU_EXTRA))
+        "spec_accept_tokens_per_step", "spec_draft_layers") + tuple(PREFILL_GPU_COLUMNS.values()) + PREFILL_GPU_EXTRA
+        + COST_COLUMNS))
     provides = {
         "concurrency": "requests; requests in flight per instance at the operating point",
         "ttft_s": "s; time to first token at steady state (no admission queueing)",
@@ -135,8 +139,10 @@ class ServingBatching(PerDesign):
         "e2e_latency_s": "s; a request's latency, ttft_s + (output_len - 1) x tpot_s",
         "tokens_per_s_per_user": "tokens/s; one request's output rate, 1 / tpot_s",
         "output_tokens_per_s_instance": "tokens/s; output tokens per second of one instance",
-        "output_tokens_per_s": "tokens/s; output tokens per second of the deployment (replicas instances)",
-        "output_tokens_per_s_per_gpu": "tokens/s; output tokens per second per GPU",
+        "output_tokens_per_s": "tokens/s; output tokens per second of the deployment (replicas instances; "
+                               "disaggregated, fed by its whole prefill instances, objectives/serving/pool_size.py)",
+        "output_tokens_per_s_per_gpu": "tokens/s; output tokens per second per GPU (disaggregated: at scale, "
+                                       "the rate match's fractional prefill instances per decode instance)",
         "requests_per_s": "requests/s; requests the deployment completes per second",
         "replicas_used": "count; instances of the deployment (replicas, or sized from request_rate_per_s; "
                          "rented without replicas, as many as fill the whole cloud instances it pays for)",
@@ -152,7 +158,8 @@ class ServingBatching(PerDesign):
                            "hold it)",
         "prefill_instances_per_decode": "ratio; disaggregated: prefill instances a decode instance needs (rate "
                                         "matching; 0 aggregated)",
-        "prefill_gpus": "count; disaggregated: GPUs of the deployment's prefill instances (0 aggregated)",
+        "prefill_gpus": "count; disaggregated: GPUs of the deployment's whole prefill instances, floor or ceil of "
+                        "replicas x ratio, the cheaper per output token (objectives/serving/pool_size.py; 0 aggregated)",
         "kv_transfer_s": "s; disaggregated: one prompt's KV from its prefill instance to its decode instance (0 aggregated)",
         "con_prefill_memory": "GB; disaggregated: the prefill instance's KV for one step's prompts minus its capacity "
                               "(> 0: it does not fit)",
@@ -227,6 +234,9 @@ class ServingBatching(PerDesign):
         op = point(b)
         ratio, gpus = op.get("ratio", 0.0), op.get("gpus", c["n_gpus"])
         tokens = op["tokens_per_s"] * replicas
+        pool, share = 0.0, 1.0  # aggregated throughout: no prefill pool, every instance at its rate
+        if pools is not None:  # whole prefill instances, floor or ceil of replicas x ratio (pool_size.py)
+            pool, share = prefill_pool(c, cal, replicas, ratio, pools.p["n_gpus"], tokens, ~by_rate)
         zero = np.zeros(np.shape(b) if pools is not None else ())  # aggregated throughout: one value, broadcast
         slo = np.maximum(op["ttft"] / ttft_slo, op["tpot"] / tpot_slo) - 1.0
         return {
@@ -236,9 +246,10 @@ class ServingBatching(PerDesign):
             "e2e_latency_s": op["ttft"] + (c["output_len"] - 1.0) * op["tpot"],
             "tokens_per_s_per_user": 1.0 / op["tpot"],
             "output_tokens_per_s_instance": op["tokens_per_s"],
-            "output_tokens_per_s": tokens,
+            "output_tokens_per_s": tokens * share,
+            # the at-scale figure: the rate match's fractional prefill instances, whole pools at any scale
             "output_tokens_per_s_per_gpu": op["tokens_per_s"] / gpus,
-            "requests_per_s": op["requests_per_s"] * replicas,
+            "requests_per_s": op["requests_per_s"] * replicas * share,
             "replicas_used": replicas,
             "step_time_s": op["t_step"],
             "step_time_decode_s": op["t_decode"],
@@ -250,7 +261,7 @@ class ServingBatching(PerDesign):
             "con_slo": slo,
             "con_concurrency": b - c["max_concurrency"],
             "prefill_instances_per_decode": zero + ratio,
-            "prefill_gpus": zero if pools is None else np.maximum(np.ceil(replicas * ratio - 1e-9), 0.0) * pools.p["n_gpus"],
+            "prefill_gpus": zero if pools is None else pool * pools.p["n_gpus"],
             "kv_transfer_s": zero if pools is None else np.where(disaggregated, pools.transfer, 0.0),
             "con_prefill_memory": zero - 1.0 if pools is None else np.where(disaggregated, pools.con_memory, -1.0),
             "con_prefill_layout": zero if pools is None else np.where(disaggregated, pools.con_layout, 0.0),

@@ -19,8 +19,12 @@ Disaggregated, a row's mapping (``n_gpus``, ``tp``, ``pp``, ``ep``, ``attn_dp``)
   (inference-measurements.md 2.3; overlapped with other requests' compute, as TensorRT-LLM, SGLang and
   Mooncake do, so it adds to TTFT, not to the steps);
 - rate matching (TensorRT-LLM blog 5; inference-measurements.md 3.3): X_d / X_p prefill instances per decode
-  instance, and output tokens/s per GPU = X_d OSL / (n_decode + X_d / X_p n_prefill); a deployment of
-  ``replicas`` decode instances has ceil(replicas X_d / X_p) prefill instances.
+  instance, and output tokens/s per GPU = X_d OSL / (n_decode + X_d / X_p n_prefill), the figure at scale
+  (fractional prefill instances); a deployment of ``replicas`` decode instances runs whole prefill
+  instances, k = floor or ceil of replicas X_d / X_p (at least one), whichever costs less per output token
+  (objectives/serving/pool_size.py): with the floor the prompts arrive at k X_p and the deployment serves
+  replicas X_d OSL x k / (replicas X_d / X_p) output tokens/s, its decode instances below their rate; a
+  row with a request rate keeps the ceiling (it must carry the rate).
 
 TTFT = prefill + KV transfer + half a decode step (admission into the running batch). Blank prefill cells
 are the decode instance's here; ``objectives.search_serving`` searches them (objectives/serving/

@@ -17,7 +17,9 @@ decode instance), and the deployment is the largest k whose k n + j p fits the i
 the first rises with j and the second falls, so the best j is the floor or the ceiling of where they
 cross, j* = ratio x room / (n + ratio p). Sized from a request rate, the ratio is the one at the largest
 concurrency meeting the targets: more replicas take less of the rate each, decode fewer requests per
-second, and need no more prefill per decode instance, so the deployment still fits its instances.
+second, and need no more prefill per decode instance, so the deployment still fits its instances. The
+prefill pool is then objectives/serving/pool_size.py's: the ceiling counted here, or the floor where that
+frees a billed instance and costs less per output token.
 """
 
 from __future__ import annotations
