@@ -80,6 +80,14 @@ def serving_files(design: Design) -> Output:
     return out
 
 
+def _below(pool: int, size: int, ratio: float | None, replicas: int) -> str:
+    """', the decode pool fed at 97.5% of its rate' where the deployment took fewer whole prefill instances
+    than replicas x ratio, the cheaper per token (objectives/serving/pool_size.py); '' otherwise."""
+    if ratio is None or not size or pool / size >= replicas * ratio - 1e-9:
+        return ""
+    return f", the decode pool fed at {100 * pool / size / (replicas * ratio):.4g}% of its rate"
+
+
 def _disaggregated(design: Design, insts: list[Instance], commands: dict, replicas: int) -> str:
     decode, prefill = insts
     row = design.row
@@ -91,7 +99,8 @@ def _disaggregated(design: Design, insts: list[Instance], commands: dict, replic
              f"each: {commands['decode'][0]}",
              f"prefill pool: {ratio:.3g} prefill instance(s) per decode instance, rate-matched" if ratio is not None
              else "prefill pool: as many prefill instances as keep up with the decode pool",
-             f"              ({pool} prefill GPUs in the deployment), each of {prefill.n_gpus} GPUs "
+             f"              ({pool // max(prefill.n_gpus, 1)} whole instance(s), {pool} prefill GPUs in the deployment"
+             f"{_below(pool, prefill.n_gpus, ratio, replicas)}), each of {prefill.n_gpus} GPUs "
              f"({_mapping(prefill)}): {commands['prefill'][0]}" if pool is not None else
              f"              each of {prefill.n_gpus} GPUs ({_mapping(prefill)}): {commands['prefill'][0]}", "",
              "A prompt's KV cache moves from its prefill instance to a decode instance: connect the pools with the "
