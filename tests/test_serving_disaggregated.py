@@ -154,6 +154,14 @@ def test_whole_prefill_instances_the_cheaper_of_floor_and_ceil():
     assert sized["replicas_used"][0] == 1 and sized["prefill_gpus"][0] == 2
     assert sized["prefill_instances_per_decode"][0] == pytest.approx(1.01, rel=1e-4)  # the bisection's tolerance
     assert sized["output_tokens_per_s"][0] == pytest.approx(408.04, rel=1e-4)  # the rate, carried
+    # the floor holds the concurrency: a request's cycle takes 1 / share as long (Little's law), the extra spent
+    # waiting for the prefill pool before its first token: 1.01 x the full-rate latency at ratio 1.01 (the
+    # rate-sized row runs the same step at full rate); the ceiling's TTFT is the operating point's (1 s steps:
+    # 2 s at either concurrency); TPOT unchanged
+    assert out["e2e_latency_s"][0] == pytest.approx(1.01 * sized["e2e_latency_s"][0], rel=1e-4)
+    assert out["ttft_s"][0] - sized["ttft_s"][0] == pytest.approx(0.01 * sized["e2e_latency_s"][0], rel=1e-3)
+    assert out["ttft_s"][2] == pytest.approx(sized["ttft_s"][0], rel=1e-4)
+    np.testing.assert_allclose(out["tpot_s"], 1.0, rtol=1e-9)
 
 
 def test_recommendation_says_the_decode_instances_run_below_their_rate():

@@ -238,12 +238,16 @@ class ServingBatching(PerDesign):
         if pools is not None:  # whole prefill instances, floor or ceil of replicas x ratio (pool_size.py)
             pool, share = prefill_pool(c, cal, replicas, ratio, pools.p["n_gpus"], tokens, ~by_rate)
         zero = np.zeros(np.shape(b) if pools is not None else ())  # aggregated throughout: one value, broadcast
-        slo = np.maximum(op["ttft"] / ttft_slo, op["tpot"] / tpot_slo) - 1.0
+        # fewer whole prefill instances than the rate match asks (share < 1): with b requests kept in flight a
+        # request's cycle takes 1 / share as long (Little's law, b = rate x latency), the extra waiting for the
+        # prefill pool, before its first token
+        ttft = op["ttft"] + (1.0 / share - 1.0) * (op["ttft"] + (c["output_len"] - 1.0) * op["tpot"])
+        slo = np.maximum(ttft / ttft_slo, op["tpot"] / tpot_slo) - 1.0
         return {
             "concurrency": b,
-            "ttft_s": op["ttft"],
+            "ttft_s": ttft,
             "tpot_s": op["tpot"],
-            "e2e_latency_s": op["ttft"] + (c["output_len"] - 1.0) * op["tpot"],
+            "e2e_latency_s": ttft + (c["output_len"] - 1.0) * op["tpot"],
             "tokens_per_s_per_user": 1.0 / op["tpot"],
             "output_tokens_per_s_instance": op["tokens_per_s"],
             "output_tokens_per_s": tokens * share,

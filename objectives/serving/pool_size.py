@@ -9,7 +9,9 @@ k = floor(R x ratio) (at least one instance), carries prompts at k X_p = R X_d x
 second, and the decode instances, fed no faster, complete that many: the deployment's output tokens/s are
 R X_d OSL x k / (R x ratio). The deployment takes whichever of the two costs less per output token, the cost
 per hour of its GPUs (owned or rented, whole cloud instances, power: objectives.serving.economics.
-deployment_cost) over its tokens per hour: only whole instances deploy, and which of the two whole counts
+deployment_cost) over its tokens per hour; with the floor, the requests in flight that the pool cannot take
+yet wait for it, so TTFT grows by (1 / share - 1) x the request's latency (Little's law at the concurrency
+held; objectives/serving/batching.py): only whole instances deploy, and which of the two whole counts
 next to R x ratio a practitioner runs is a cost question (an assumption of this model, not a published rule;
 the at-scale figure, ``output_tokens_per_s_per_gpu``, stays the fractional rate match's).
 
@@ -45,8 +47,9 @@ def prefill_pool(c, cal, replicas, ratio, prefill_n_gpus, tokens, may_throttle) 
     if not np.any(choose):
         return ceil, np.ones_like(ceil)
     # the floor's prompts arrive at k X_p = (k / (R ratio)) R X_d requests/s: the decode instances run that
-    # share of their rate (their TPOT and TTFT are left at the operating point's, an upper bound: fed fewer
-    # requests, each decode instance holds fewer in flight and steps no slower)
+    # share of their rate; with the concurrency held, the requests the pool cannot take yet wait for it before
+    # their first token (batching.py adds that wait to TTFT; TPOT is left at the operating point's, an upper
+    # bound: the decode instances hold fewer in flight and step no slower)
     share = np.where(choose, np.minimum(floor / np.where(need > 0, need, 1.0), 1.0), 1.0)
     low = deployment_cost(c, cal, replicas, floor * prefill_n_gpus)["usd_per_hr"] / (tokens * share)
     high = deployment_cost(c, cal, replicas, ceil * prefill_n_gpus)["usd_per_hr"] / tokens
