@@ -119,35 +119,39 @@ def test_moe_prefill_search_beats_the_decode_mapping(gpu):
 
 def test_whole_prefill_instances_the_cheaper_of_floor_and_ceil():
     """Whole prefill instances (objectives/serving/pool_size.py), every step 1 s as above: X_p = 4 requests/s
-    a prefill instance; B = 404 decoding requests complete 404 / 100 = 4.04 requests/s, ratio 1.01; B = 640,
-    6.4 requests/s, ratio 1.6. An owned deployment inside one NVLink domain has no fabric, so its cost per
-    hour is u per GPU (u: the 1-GPU aggregated row's usd_per_hr), cost per token u x GPUs / tokens.
+    a prefill instance, a request's latency 102 s (2 s to the first token, 100 steps). B = 402 decoding requests
+    complete 4.02 requests/s, ratio 1.005; B = 404, 4.04, ratio 1.01; B = 640, 6.4, ratio 1.6. An owned
+    deployment inside one NVLink domain has no fabric, so its cost per hour is u per GPU (u: the 1-GPU
+    aggregated row's usd_per_hr), cost per token u x GPUs / tokens. The floor is a choice only where its
+    requests' wait for the pool, (ratio / floor - 1) x 102 s, is within one 1 s decode step.
 
-    - ratio 1.01, 1 decode GPU: ceil 2 prefill GPUs, 3 GPUs for 4.04 x 101 = 408.04 tokens/s (3 / 408.04 =
-      0.00735 u); floor 1, 2 GPUs, the prompts at 4 requests/s, 4 x 101 = 404 tokens/s (2 / 404 = 0.00495 u):
-      the floor, throughput x 1 / 1.01. Replicas 3: 3.03, floor 3 (6 / 1212 against 7 / 1224.12).
-    - ratio 1.6: ceil 2 prefill GPUs, 3 GPUs for 646.4 tokens/s (0.00464 u); floor 2 GPUs for 404 (0.00495 u):
-      the ceiling. A 2-GPU prefill instance (pp 2, the same 4 requests/s): ceil 5 GPUs for 646.4 (0.00774 u),
-      floor 3 for 404 (0.00743 u): the floor.
+    - ratio 1.005, 1 decode GPU: ceil 2 prefill GPUs, 3 GPUs for 4.02 x 101 = 406.02 tokens/s (0.00739 u);
+      floor 1, 2 GPUs, the prompts at 4 requests/s, 404 tokens/s (0.00495 u), a wait of 0.51 s: the floor,
+      throughput x 1 / 1.005. Replicas 3: 3.015, floor 3 (6 / 1212 against 7 / 1218.06).
+    - ratio 1.01: the floor is cheaper (2 / 404 against 3 / 408.04) but its wait, 1.02 s, is longer than a
+      step: the ceiling.
+    - ratio 1.6: ceil 2 prefill GPUs, 3 GPUs for 646.4 tokens/s (0.00464 u), cheaper than the floor (2 / 404).
+      A 2-GPU prefill instance (pp 2, the same 4 requests/s): the floor, 3 GPUs for 404 (0.00743 u), would
+      beat the ceiling's 5 for 646.4 (0.00774 u), but its requests would wait 61 s: the ceiling.
     - sized from a request rate of 4.04/s (one instance, B = 404 at that rate): the ceiling, the rate carried.
-    The tokens per GPU at scale stay the rate match's: 408.04 / 2.01 (ratio 1.01), 646.4 / 2.6 and 646.4 / 4.2."""
-    out = rows(concurrency=[404, 404, 640, 640], prefill_n_gpus=[1, 1, 1, 2], prefill_tp=1, prefill_pp=[1, 1, 1, 2],
-               replicas=[np.nan, 3, np.nan, np.nan])
+    The tokens per GPU at scale stay the rate match's."""
+    out = rows(concurrency=[402, 402, 404, 640, 640], prefill_n_gpus=[1, 1, 1, 1, 2], prefill_tp=1,
+               prefill_pp=[1, 1, 1, 1, 2], replicas=[np.nan, 3, np.nan, np.nan, np.nan])
     u = rows(serving="aggregated", concurrency=1)["usd_per_hr"][0]
-    np.testing.assert_allclose(out["prefill_instances_per_decode"], [1.01, 1.01, 1.6, 1.6], rtol=1e-12)
-    np.testing.assert_allclose(out["prefill_gpus"], [1, 3, 2, 2])
-    np.testing.assert_allclose(out["deployment_gpus"], [2, 6, 3, 3])
-    np.testing.assert_allclose(out["output_tokens_per_s"], [404.0, 1212.0, 646.4, 404.0], rtol=1e-12)
-    np.testing.assert_allclose(out["requests_per_s"], [4.0, 12.0, 6.4, 4.0], rtol=1e-12)
-    np.testing.assert_allclose(out["output_tokens_per_s_per_gpu"], [408.04 / 2.01, 408.04 / 2.01, 646.4 / 2.6,
-                                                                    646.4 / 4.2], rtol=1e-12)
-    np.testing.assert_allclose(out["usd_per_hr"], u * np.array([2, 6, 3, 3]), rtol=1e-12)
+    np.testing.assert_allclose(out["prefill_instances_per_decode"], [1.005, 1.005, 1.01, 1.6, 1.6], rtol=1e-12)
+    np.testing.assert_allclose(out["prefill_gpus"], [1, 3, 2, 2, 4])
+    np.testing.assert_allclose(out["deployment_gpus"], [2, 6, 3, 3, 5])
+    np.testing.assert_allclose(out["output_tokens_per_s"], [404.0, 1212.0, 408.04, 646.4, 646.4], rtol=1e-12)
+    np.testing.assert_allclose(out["requests_per_s"], [4.0, 12.0, 4.04, 6.4, 6.4], rtol=1e-12)
+    np.testing.assert_allclose(out["output_tokens_per_s_per_gpu"], [406.02 / 2.005, 406.02 / 2.005, 408.04 / 2.01,
+                                                                    646.4 / 2.6, 646.4 / 4.2], rtol=1e-12)
+    np.testing.assert_allclose(out["usd_per_hr"], u * np.array([2, 6, 3, 3, 5]), rtol=1e-12)
     per_mtok = 1e6 / 3600 * u
-    np.testing.assert_allclose(out["usd_per_mtok_out"], per_mtok * np.array([2 / 404, 6 / 1212, 3 / 646.4, 3 / 404]),
-                               rtol=1e-12)
-    # each cheaper than the other whole count
-    assert out["usd_per_mtok_out"][0] < per_mtok * 3 / 408.04 and out["usd_per_mtok_out"][1] < per_mtok * 7 / 1224.12
-    assert out["usd_per_mtok_out"][2] < per_mtok * 2 / 404 and out["usd_per_mtok_out"][3] < per_mtok * 5 / 646.4
+    np.testing.assert_allclose(out["usd_per_mtok_out"],
+                               per_mtok * np.array([2 / 404, 6 / 1212, 3 / 408.04, 3 / 646.4, 5 / 646.4]), rtol=1e-12)
+    # the floor rows cheaper than their ceiling; the long-wait rows dearer than their floor would have been
+    assert out["usd_per_mtok_out"][0] < per_mtok * 3 / 406.02 and out["usd_per_mtok_out"][1] < per_mtok * 7 / 1218.06
+    assert out["usd_per_mtok_out"][2] > per_mtok * 2 / 404 and out["usd_per_mtok_out"][4] > per_mtok * 3 / 404
     np.testing.assert_allclose(out["energy_j_per_tok_out"] * out["output_tokens_per_s"], out["power_mw"] * 1e6,
                                rtol=1e-12)
     sized = rows(concurrency=None, request_rate_per_s=4.04, prefill_n_gpus=1, prefill_tp=1)
@@ -155,25 +159,24 @@ def test_whole_prefill_instances_the_cheaper_of_floor_and_ceil():
     assert sized["prefill_instances_per_decode"][0] == pytest.approx(1.01, rel=1e-4)  # the bisection's tolerance
     assert sized["output_tokens_per_s"][0] == pytest.approx(408.04, rel=1e-4)  # the rate, carried
     # the floor holds the concurrency: a request's cycle takes 1 / share as long (Little's law), the extra spent
-    # waiting for the prefill pool before its first token: 1.01 x the full-rate latency at ratio 1.01 (the
-    # rate-sized row runs the same step at full rate); the ceiling's TTFT is the operating point's (1 s steps:
-    # 2 s at either concurrency); TPOT unchanged
-    assert out["e2e_latency_s"][0] == pytest.approx(1.01 * sized["e2e_latency_s"][0], rel=1e-4)
-    assert out["ttft_s"][0] - sized["ttft_s"][0] == pytest.approx(0.01 * sized["e2e_latency_s"][0], rel=1e-3)
-    assert out["ttft_s"][2] == pytest.approx(sized["ttft_s"][0], rel=1e-4)
+    # waiting for the prefill pool before its first token: 1.005 x the full-rate latency at ratio 1.005 (1 s
+    # steps: the same 102 s at any concurrency); the ceiling's TTFT is the operating point's; TPOT unchanged
+    assert out["e2e_latency_s"][2] == pytest.approx(102.0, rel=1e-3)
+    assert out["e2e_latency_s"][0] == pytest.approx(1.005 * out["e2e_latency_s"][2], rel=1e-9)
+    assert out["ttft_s"][0] - out["ttft_s"][2] == pytest.approx(0.005 * out["e2e_latency_s"][2], rel=1e-9)
     np.testing.assert_allclose(out["tpot_s"], 1.0, rtol=1e-9)
 
 
 def test_recommendation_says_the_decode_instances_run_below_their_rate():
     """The report's sentence on a disaggregated design (dse/report/serving_buyer.py) says where the whole
-    prefill pool is the floor: ratio 1.01, one prefill instance, the decode instance at 1 / 1.01 = 99.01% of
+    prefill pool is the floor: ratio 1.005, one prefill instance, the decode instance at 1 / 1.005 = 99.5% of
     its rate; at the ceiling (ratio 1.6 here) nothing is added."""
     import pandas as pd
 
     from dse.report.serving_buyer import profile
 
-    out = rows(concurrency=[404, 640], prefill_n_gpus=1, prefill_tp=1)
+    out = rows(concurrency=[402, 640], prefill_n_gpus=1, prefill_tp=1)
     frame = pd.DataFrame({k: np.broadcast_to(np.asarray(v), (2,)) for k, v in out.items()})
     floor, ceil = (" ".join(profile(frame.iloc[i])) for i in (0, 1))
-    assert "1 prefill GPUs in the deployment, whole instances: the decode instances at 99.01% of their rate" in floor
+    assert "1 prefill GPUs in the deployment, whole instances: the decode instances at 99.5% of their rate" in floor
     assert "2 prefill GPUs in the deployment)" in ceil and "of their rate" not in ceil

@@ -236,7 +236,9 @@ class ServingBatching(PerDesign):
         tokens = op["tokens_per_s"] * replicas
         pool, share = 0.0, 1.0  # aggregated throughout: no prefill pool, every instance at its rate
         if pools is not None:  # whole prefill instances, floor or ceil of replicas x ratio (pool_size.py)
-            pool, share = prefill_pool(c, cal, replicas, ratio, pools.p["n_gpus"], tokens, ~by_rate)
+            latency = op["ttft"] + (c["output_len"] - 1.0) * op["tpot"]
+            pool, share = prefill_pool(c, cal, replicas, ratio, pools.p["n_gpus"], tokens, ~by_rate, latency,
+                                       op["t_decode"])
         zero = np.zeros(np.shape(b) if pools is not None else ())  # aggregated throughout: one value, broadcast
         # fewer whole prefill instances than the rate match asks (share < 1): with b requests kept in flight a
         # request's cycle takes 1 / share as long (Little's law, b = rate x latency), the extra waiting for the

@@ -11,7 +11,10 @@ R X_d OSL x k / (R x ratio). The deployment takes whichever of the two costs les
 per hour of its GPUs (owned or rented, whole cloud instances, power: objectives.serving.economics.
 deployment_cost) over its tokens per hour; with the floor, the requests in flight that the pool cannot take
 yet wait for it, so TTFT grows by (1 / share - 1) x the request's latency (Little's law at the concurrency
-held; objectives/serving/batching.py): only whole instances deploy, and which of the two whole counts
+held; objectives/serving/batching.py), and the floor is a choice only where that wait is within one decode
+step, the granularity at which requests join the running batch anyway (TTFT carries half a step of it): a
+longer wait trades TTFT for cost (the roadmap's Rubin-only pool 2.5% short of its rate match: 4.3 s more TTFT
+for 0.02% less cost), a trade the row does not state: only whole instances deploy, and which of the two whole counts
 next to R x ratio a practitioner runs is a cost question (an assumption of this model, not a published rule;
 the at-scale figure, ``output_tokens_per_s_per_gpu``, stays the fractional rate match's).
 
@@ -35,15 +38,21 @@ from objectives.serving.economics import COST_COLUMNS, deployment_cost
 __all__ = ["prefill_pool", "COST_COLUMNS"]
 
 
-def prefill_pool(c, cal, replicas, ratio, prefill_n_gpus, tokens, may_throttle) -> tuple[np.ndarray, np.ndarray]:
+def prefill_pool(c, cal, replicas, ratio, prefill_n_gpus, tokens, may_throttle, latency, step
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """(prefill instances, share of the decode rate carried) of a deployment of ``replicas`` decode instances
     at ``ratio`` prefill instances each (0 aggregated), prefill instances of ``prefill_n_gpus`` GPUs, serving
-    ``tokens`` output tokens/s at the decode rate; the floor only where ``may_throttle`` (module doc)."""
+    ``tokens`` output tokens/s at the decode rate, a request taking ``latency`` seconds at that rate, a decode
+    step ``step`` seconds; the floor only where ``may_throttle`` and its wait is within a step (module doc)."""
     need = replicas * ratio
     # whole instances within 1e-9 of R x ratio count as it (R x ratio computed in floating point)
     ceil = np.maximum(np.ceil(need - 1e-9), 0.0)
     floor = np.where(ratio > 0, np.maximum(np.floor(need + 1e-9), 1.0), 0.0)
-    choose = may_throttle & (floor < ceil)
+    # the floor's wait before the first token, (R ratio / k - 1) x latency, at most one decode step: the
+    # admission granularity TTFT already carries (half a step on average); a longer wait trades TTFT for cost,
+    # a choice the row does not state, so the pool keeps up
+    wait = (need / np.maximum(floor, 1.0) - 1.0) * latency
+    choose = may_throttle & (floor < ceil) & (wait <= step)
     if not np.any(choose):
         return ceil, np.ones_like(ceil)
     # the floor's prompts arrive at k X_p = (k / (R ratio)) R X_d requests/s: the decode instances run that
