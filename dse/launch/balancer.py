@@ -40,6 +40,11 @@ class Balancer:
                     f"{engine}'s {ep} expert-parallel ranks")
         return None
 
+    def refused(self, why: str, option: str, role: str) -> str:
+        """The README line of an instance that cannot run the balancer: what the design runs, why the engine
+        cannot, and the option not written (each engine's writer gives its own ``why`` and option)."""
+        return f"the design runs {self.words()}, but {why}: no {option} is written for the {role} instance"
+
     def words(self) -> str:
         """'an expert load balancer with 32 redundant experts (288 slots)'."""
         slots = f" ({self.slots} slots)" if self.slots else ""

@@ -79,8 +79,7 @@ def _balancer(inst: Instance, out: Output) -> dict:
         return {}
     why = balancer.blocked(inst.ep, "SGLang")
     if why:
-        out.notes.append(f"the design runs {balancer.words()}, but {why}: no --enable-eplb is written for the "
-                         f"{inst.role} instance")
+        out.notes.append(balancer.refused(why, "--enable-eplb", inst.role))
         return {}
     out.notes.append(f"--enable-eplb ({inst.role} instance): SGLang's online balancer over --ep-size {inst.ep} with "
                      f"{balancer.redundant} redundant experts, starting from the trivial placement and re-placing the "

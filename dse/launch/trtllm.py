@@ -66,8 +66,7 @@ def extra_options(inst: Instance) -> tuple[dict, list[str]]:
         why = "TensorRT-LLM's TensorRT backend takes no load balancer" if not pytorch else \
             (balancer.blocked(inst.ep, "TensorRT-LLM") or (None if balancer.slots else "the model's expert count is unknown"))
         if why:
-            notes.append(f"the design runs {balancer.words()}, but {why}: no moe_config.load_balancer is written "
-                         f"for the {inst.role} instance")
+            notes.append(balancer.refused(why, "moe_config.load_balancer", inst.role))
         else:
             extra["moe_config"] = {"load_balancer": {"num_slots": balancer.slots, "layer_updates_per_iter": 1}}
             notes.append(f"moe_config.load_balancer ({inst.role} instance): the online balancer, {balancer.slots} expert "

@@ -82,8 +82,7 @@ def _balancer(inst: Instance, out: Output) -> dict:
     why = "vLLM's EPLB needs --enable-expert-parallel" if inst.ep <= 1 else \
         balancer.blocked(inst.tp * inst.attn_dp, "vLLM")
     if why:
-        out.notes.append(f"the design runs {balancer.words()}, but {why}: no --enable-eplb is written for the "
-                         f"{inst.role} instance")
+        out.notes.append(balancer.refused(why, "--enable-eplb", inst.role))
         return {}
     out.notes.append(f"--enable-eplb ({inst.role} instance): vLLM's online balancer over its {inst.tp * inst.attn_dp} "
                      f"expert-parallel ranks with {balancer.redundant} redundant experts, re-placing the experts every "
