@@ -45,8 +45,9 @@ import numpy as np
 
 from objectives.serving.designs import PerDesign
 from objectives.serving.disaggregated import PREFILL_MAPPING, DisaggregatedPools
+from objectives.serving.economics import COST_COLUMNS
 from objectives.serving.memory import ServingMemory
-from objectives.serving.pool_size import COST_COLUMNS, prefill_pool
+from objectives.serving.pool_size import prefill_pool
 from objectives.serving.prefill_pool import PREFILL_GPU_COLUMNS, PREFILL_GPU_EXTRA, prefill_gpu_constraint
 from objectives.serving.rentals import fill_instances
 from objectives.serving.step import STEP_COLUMNS, StepModel, step_design
@@ -235,15 +236,15 @@ class ServingBatching(PerDesign):
         ratio, gpus = op.get("ratio", 0.0), op.get("gpus", c["n_gpus"])
         tokens = op["tokens_per_s"] * replicas
         pool, share = 0.0, 1.0  # aggregated throughout: no prefill pool, every instance at its rate
+        latency = op["ttft"] + (c["output_len"] - 1.0) * op["tpot"]  # a request's, at the instance's rate
         if pools is not None:  # whole prefill instances, floor or ceil of replicas x ratio (pool_size.py)
-            latency = op["ttft"] + (c["output_len"] - 1.0) * op["tpot"]
             pool, share = prefill_pool(c, cal, replicas, ratio, pools.p["n_gpus"], tokens, ~by_rate, latency,
                                        op["t_decode"])
         zero = np.zeros(np.shape(b) if pools is not None else ())  # aggregated throughout: one value, broadcast
         # fewer whole prefill instances than the rate match asks (share < 1): with b requests kept in flight a
         # request's cycle takes 1 / share as long (Little's law, b = rate x latency), the extra waiting for the
         # prefill pool, before its first token
-        ttft = op["ttft"] + (1.0 / share - 1.0) * (op["ttft"] + (c["output_len"] - 1.0) * op["tpot"])
+        ttft = op["ttft"] + (1.0 / share - 1.0) * latency
         slo = np.maximum(ttft / ttft_slo, op["tpot"] / tpot_slo) - 1.0
         return {
             "concurrency": b,

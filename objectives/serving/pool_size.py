@@ -14,9 +14,9 @@ yet wait for it, so TTFT grows by (1 / share - 1) x the request's latency (Littl
 held; objectives/serving/batching.py), and the floor is a choice only where that wait is within one decode
 step, the granularity at which requests join the running batch anyway (TTFT carries half a step of it): a
 longer wait trades TTFT for cost (the roadmap's Rubin-only pool 2.5% short of its rate match: 4.3 s more TTFT
-for 0.02% less cost), a trade the row does not state: only whole instances deploy, and which of the two whole counts
-next to R x ratio a practitioner runs is a cost question (an assumption of this model, not a published rule;
-the at-scale figure, ``output_tokens_per_s_per_gpu``, stays the fractional rate match's).
+for 0.02% less cost), a trade the row does not state. Only whole instances deploy, and which of the two whole
+counts next to R x ratio a practitioner runs is a cost question (an assumption of this model, not a published
+rule; the at-scale figure, ``output_tokens_per_s_per_gpu``, stays the fractional rate match's).
 
 Not throttled, the ceiling kept:
 - a row with ``request_rate_per_s`` (replicas given, or sized from the rate): the deployment must carry the
@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from objectives.serving.economics import COST_COLUMNS, deployment_cost
+from objectives.serving.economics import deployment_cost
 
-__all__ = ["prefill_pool", "COST_COLUMNS"]
+__all__ = ["prefill_pool"]
 
 
 def prefill_pool(c, cal, replicas, ratio, prefill_n_gpus, tokens, may_throttle, latency, step
